@@ -1,0 +1,19 @@
+"""Shared fixtures: the read-only ``../shared`` folder beside the checkout (specs, real data)."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+SHARED_DIR = Path(os.environ.get("BIPACE_SHARED", REPO_ROOT.parent / "shared"))
+
+
+@pytest.fixture(scope="session")
+def shared_dir() -> Path:
+    if not (SHARED_DIR / "specs").is_dir():
+        raise FileNotFoundError(
+            f"expected the project's shared folder at {SHARED_DIR} (specs/, data/); "
+            "set BIPACE_SHARED to its path")
+    return SHARED_DIR
