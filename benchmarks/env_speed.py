@@ -25,14 +25,16 @@ BENCHMARKS = {
 
 
 def main(argv=None) -> None:
+    # Import only the chosen env's module: the others may need optional extras.
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    sub = parser.add_subparsers(dest="env", required=True)
-    for name, module_name in BENCHMARKS.items():
-        module = importlib.import_module(module_name)
-        module.add_arguments(sub.add_parser(name, help=(module.__doc__ or "").strip().splitlines()[0]))
-    args = parser.parse_args(argv)
-    importlib.import_module(BENCHMARKS[args.env]).run(args)
-
+    parser.add_argument("env", choices=sorted(BENCHMARKS), help="which environment to benchmark")
+    known, rest = parser.parse_known_args(argv)
+    module = importlib.import_module(BENCHMARKS[known.env])
+    env_parser = argparse.ArgumentParser(prog=f"env_speed.py {known.env}", description=module.__doc__)
+    module.add_arguments(env_parser)
+    args = env_parser.parse_args(rest)
+    args.env = known.env
+    module.run(args)
 
 if __name__ == "__main__":
     main()
