@@ -1,0 +1,20 @@
+"""Credit-assignment estimators for multi-turn LLM agents, as pure functions over step records.
+
+    from estimators import StepBatch, compute_advantages, available_estimators
+    batch = StepBatch(group_id, traj_id, step_idx, reward, action_valid,
+                      anchor=None, action_key=None, embedding=None)
+    adv = compute_advantages(batch, "bipace", gamma=0.95, mode="mean_norm", eps=0.05)
+
+Estimators: grpo, gigpo, hgpo, bigpo, pace, bipace (spec: ../shared/specs/estimators.md).
+"""
+from .batch import StepBatch, to_hashable
+from .keys import EMPTY_KEY, INVALID_KEY, action_key, broadcast_to_tokens
+from .registry import (REGISTRY, EstimatorOptions, available_estimators, compute_advantages,
+                       resolve_options, step_returns)
+from .grouping import bigpo_clusters, exact_anchor_groups, history_groups, similarity_anchor_groups
+
+__all__ = [
+    "StepBatch", "to_hashable", "compute_advantages", "available_estimators", "EstimatorOptions",
+    "REGISTRY", "resolve_options", "step_returns", "action_key", "broadcast_to_tokens", "INVALID_KEY",
+    "EMPTY_KEY", "bigpo_clusters", "exact_anchor_groups", "history_groups", "similarity_anchor_groups",
+]

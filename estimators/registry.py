@@ -1,0 +1,228 @@
+"""The estimator registry and `compute_advantages`, the one entry point the trainer calls.
+
+    adv = compute_advantages(batch, "bipace", gamma=0.95, mode="mean_norm", eps=0.05)
+
+Every estimator is a pure function ``fn(batch, opts) -> (N,) advantages`` registered with the
+StepBatch fields it needs and its own defaults. Options form one shared vocabulary (so swapping
+"grpo" for "bipace" is one word): an option another estimator uses is accepted and ignored, an
+option no estimator knows is an error.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields, replace
+from typing import Callable, Optional
+
+import numpy as np
+
+from . import grouping
+from .batch import StepBatch
+from .returns import check_mode, discounted_returns, episode_advantage, group_normalize, penalty
+
+
+@dataclass(frozen=True)
+class EstimatorOptions:
+    """Options of every estimator; each estimator reads the ones it needs."""
+
+    gamma: float = 0.95
+    """Discount of the step returns R_t (GiGPO/HGPO/BiPACE scripts use 0.95; verl's yaml says 1.0)."""
+    mode: Optional[str] = None
+    """'mean_norm' (centre only) or 'mean_std_norm'; None = the estimator's upstream default."""
+    step_weight: float = 1.0
+    """omega in A = A^E + omega * A^S (GiGPO `step_advantage_w`, BiPACE w)."""
+    invalid_penalty: float = 0.1
+    """c: subtracted from R_i and s_i of rows with invalid format, after discounting."""
+    epsilon: float = 1e-6
+    """Added to the std in mean_std_norm (upstream hard-codes 1e-6)."""
+    cross_steps: bool = True
+    """Episode statistics over every step row (length-weighted, upstream) or one row per trajectory."""
+    singleton_episode: str = "raw"
+    """A one-member episode pool: 'raw' keeps the score (mu=0, sigma=1, upstream) or 'zero'."""
+    equal_tol: Optional[float] = 1e-6
+    """Groups whose returns span <= tol * max(1, |max|) get 0 (float32 guard, spec 10.2); None = off."""
+    enable_similarity: bool = False
+    """GiGPO: group anchors by difflib ratio (first-fit to a fixed representative) instead of hash."""
+    similarity_thresh: float = 0.95
+    """GiGPO similarity threshold, in (0, 1)."""
+    history_length: int = 2
+    """HGPO: levels k = 1..history_length+1 of recent-anchor history."""
+    length_weight_alpha: float = 1.0
+    """HGPO: level weight (k+1)^alpha."""
+    base_group: bool = False
+    """HGPO: add GiGPO's episode term as level 0."""
+    eps: float = 0.05
+    """BiGPO: join the nearest centroid iff cosine distance <= eps (0.05 for 1.5B, 0.10 for 7B)."""
+    pace: str = "q_style"
+    """PACE variant: 'q_style' (Q(s,a) - V(s) within a cluster) or 'diff_peer' (R - mean of other-key peers)."""
+    pace_std_norm: bool = False
+    """PACE: divide the step term by the cluster's std + epsilon (parity with mean_std_norm)."""
+
+
+OPTION_NAMES = tuple(f.name for f in fields(EstimatorOptions))
+
+
+@dataclass(frozen=True)
+class Estimator:
+    fn: Callable[[StepBatch, EstimatorOptions], np.ndarray]
+    needs: tuple = ()
+    default_mode: str = "mean_norm"
+    doc: str = ""
+
+
+REGISTRY: dict[str, Estimator] = {}
+
+
+def register(name: str, needs: tuple = (), default_mode: str = "mean_norm"):
+    def wrap(fn):
+        REGISTRY[name] = Estimator(fn, needs, default_mode, (fn.__doc__ or "").strip())
+        return fn
+    return wrap
+
+
+def available_estimators() -> list[str]:
+    return sorted(REGISTRY)
+
+
+def step_returns(batch: StepBatch, o: EstimatorOptions) -> np.ndarray:
+    """Penalised discounted step returns R_i (spec §2.2 + §2.5)."""
+    return discounted_returns(batch, o.gamma) - penalty(batch, o.invalid_penalty)
+
+
+def _episode(batch: StepBatch, o: EstimatorOptions) -> np.ndarray:
+    return episode_advantage(batch, mode=o.mode, invalid_penalty=o.invalid_penalty, epsilon=o.epsilon,
+                             cross_steps=o.cross_steps, singleton_episode=o.singleton_episode,
+                             equal_tol=o.equal_tol)
+
+
+def _step_norm(batch: StepBatch, o: EstimatorOptions, groups: np.ndarray) -> np.ndarray:
+    return group_normalize(step_returns(batch, o), groups, mode=o.mode, epsilon=o.epsilon, ddof=1,
+                           equal_tol=o.equal_tol, singleton="zero")
+
+
+def pace_step_term(returns: np.ndarray, clusters: np.ndarray, keys: np.ndarray, o: EstimatorOptions) -> np.ndarray:
+    """PACE action-conditioned peer baselines inside each cluster (spec §6.3)."""
+    from .batch import hashable_codes
+
+    ck = np.unique(np.stack([clusters, hashable_codes(keys)], axis=1), axis=0, return_inverse=True)[1].reshape(-1)
+    n_c, n_ck = int(clusters.max()) + 1, int(ck.max()) + 1
+    c_count = np.bincount(clusters, minlength=n_c).astype(np.float64)
+    c_sum = np.bincount(clusters, weights=returns, minlength=n_c)
+    k_count = np.bincount(ck, minlength=n_ck).astype(np.float64)
+    k_sum = np.bincount(ck, weights=returns, minlength=n_ck)
+    if o.pace == "q_style":
+        adv = k_sum[ck] / k_count[ck] - c_sum[clusters] / c_count[clusters]
+    elif o.pace == "diff_peer":
+        peers = c_count[clusters] - k_count[ck]
+        peer_mean = np.divide(c_sum[clusters] - k_sum[ck], peers, out=np.zeros(len(returns)), where=peers > 0)
+        adv = np.where(peers > 0, returns - peer_mean, 0.0)     # no different-action peer -> 0
+    else:
+        raise ValueError(f"unknown pace variant {o.pace!r}; expected 'q_style' or 'diff_peer'")
+    adv = np.where(c_count[clusters] >= 2, adv, 0.0)
+    if o.equal_tol is not None or o.pace_std_norm:
+        mean = c_sum / c_count
+        sq = np.bincount(clusters, weights=(returns - mean[clusters]) ** 2, minlength=n_c)
+        std = np.sqrt(sq / np.maximum(c_count - 1, 1))
+        if o.equal_tol is not None:
+            hi = np.full(n_c, -np.inf)
+            lo = np.full(n_c, np.inf)
+            np.maximum.at(hi, clusters, returns)
+            np.minimum.at(lo, clusters, returns)
+            adv = np.where((hi - lo <= o.equal_tol * np.maximum(1.0, np.abs(hi)))[clusters], 0.0, adv)
+        if o.pace_std_norm:
+            adv = adv / (std[clusters] + o.epsilon)
+    return adv
+
+
+@register("grpo", default_mode="mean_std_norm")
+def grpo(batch: StepBatch, o: EstimatorOptions) -> np.ndarray:
+    """GRPO (verl-agent): episode score normalised within the rollout group, same for every step."""
+    return _episode(batch, o)
+
+
+@register("gigpo", needs=("anchor",))
+def gigpo(batch: StepBatch, o: EstimatorOptions) -> np.ndarray:
+    """GiGPO: A^E + w * step-normalised R within anchor groups (exact hash, or difflib similarity)."""
+    if o.enable_similarity:
+        groups = grouping.similarity_anchor_groups(batch, o.similarity_thresh)
+    else:
+        groups = grouping.exact_anchor_groups(batch)
+    return _episode(batch, o) + o.step_weight * _step_norm(batch, o, groups)
+
+
+@register("hgpo", needs=("anchor",), default_mode="mean_std_norm")
+def hgpo(batch: StepBatch, o: EstimatorOptions) -> np.ndarray:
+    """HGPO (verl-agent recipe): weighted mix of advantages over history-level groups k = 1..K."""
+    if o.history_length < 0:
+        raise ValueError(f"history_length must be >= 0; got {o.history_length}")
+    returns = step_returns(batch, o)
+    items, weights = [], []
+    if o.base_group:
+        items.append(_episode(batch, o))
+        weights.append(1.0)                                      # level 0: (0+1)^alpha
+    for k in range(1, o.history_length + 2):
+        groups = grouping.history_groups(batch, k)
+        eligible = groups >= 0
+        a = np.zeros(len(batch))
+        if eligible.any():
+            dense = np.unique(groups[eligible], return_inverse=True)[1].reshape(-1)
+            a[eligible] = group_normalize(returns[eligible], dense, mode=o.mode, epsilon=o.epsilon,
+                                          ddof=0, equal_tol=o.equal_tol, singleton="zero")
+        items.append(a)
+        weights.append(float(k + 1) ** o.length_weight_alpha)
+    items = np.stack(items, axis=1)
+    w = np.where(items != 0, np.asarray(weights)[None, :], 0.0)  # zero items leave the weighting
+    total = w.sum(axis=1)
+    return np.divide((w * items).sum(axis=1), total, out=np.zeros(len(batch)), where=total > 0)
+
+
+@register("bigpo", needs=("embedding",))
+def bigpo(batch: StepBatch, o: EstimatorOptions) -> np.ndarray:
+    """BiGPO: GiGPO's formula with hidden-state cosine clusters as step groups."""
+    return _episode(batch, o) + o.step_weight * _step_norm(batch, o, grouping.bigpo_clusters(batch, o.eps))
+
+
+@register("pace", needs=("anchor", "action_key"))
+def pace(batch: StepBatch, o: EstimatorOptions) -> np.ndarray:
+    """PACE on GiGPO's exact anchor groups: A^E + w * action-conditioned peer baseline."""
+    groups = grouping.exact_anchor_groups(batch, "pace")
+    return _episode(batch, o) + o.step_weight * pace_step_term(step_returns(batch, o), groups, batch.action_key, o)
+
+
+@register("bipace", needs=("embedding", "action_key"))
+def bipace(batch: StepBatch, o: EstimatorOptions) -> np.ndarray:
+    """BiPACE: PACE inside BiGPO hidden-state clusters."""
+    clusters = grouping.bigpo_clusters(batch, o.eps, "bipace")
+    return _episode(batch, o) + o.step_weight * pace_step_term(step_returns(batch, o), clusters, batch.action_key, o)
+
+
+def resolve_options(name: str, **options) -> EstimatorOptions:
+    if name not in REGISTRY:
+        raise ValueError(f"unknown estimator {name!r}; available: {available_estimators()}")
+    unknown = sorted(set(options) - set(OPTION_NAMES))
+    if unknown:
+        raise ValueError(f"unknown estimator option(s) {unknown}; known options: {list(OPTION_NAMES)}")
+    o = replace(EstimatorOptions(), **options)
+    if o.mode is None:
+        o = replace(o, mode=REGISTRY[name].default_mode)
+    check_mode(o.mode)
+    if o.singleton_episode not in ("raw", "zero"):
+        raise ValueError(f"singleton_episode must be 'raw' or 'zero'; got {o.singleton_episode!r}")
+    if o.pace not in ("q_style", "diff_peer"):
+        raise ValueError(f"unknown pace variant {o.pace!r}; expected 'q_style' or 'diff_peer'")
+    if o.epsilon < 0:
+        raise ValueError(f"epsilon must be >= 0; got {o.epsilon}")
+    return o
+
+
+def compute_advantages(batch: StepBatch, estimator: str, **options) -> np.ndarray:
+    """Step advantages (N,) in the batch's row order. See `EstimatorOptions` for every option."""
+    if not isinstance(batch, StepBatch):
+        raise ValueError(f"compute_advantages takes a StepBatch; got {type(batch).__name__}")
+    o = resolve_options(estimator, **options)
+    spec = REGISTRY[estimator]
+    for need in spec.needs:
+        if getattr(batch, need) is None:
+            raise ValueError(f"estimator {estimator!r} needs StepBatch.{need}, which is None; "
+                             f"pass {need}= when building the batch")
+    if len(batch) == 0:
+        return np.zeros(0)
+    return spec.fn(batch, o)

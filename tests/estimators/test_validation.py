@@ -1,0 +1,101 @@
+"""Bad input gets a ValueError naming the field and what was expected."""
+import numpy as np
+import pytest
+
+from estimators import StepBatch, available_estimators, compute_advantages
+
+from .helpers import make_batch
+
+
+def base(**over):
+    kw = dict(group_id=[0, 0], traj_id=[0, 1], step_idx=[0, 0], reward=[1.0, 0.0], action_valid=[True, True])
+    kw.update(over)
+    return kw
+
+
+def test_registry_lists_all_estimators():
+    assert available_estimators() == ["bigpo", "bipace", "gigpo", "grpo", "hgpo", "pace"]
+
+
+@pytest.mark.parametrize("bad", [np.nan, np.inf])
+def test_non_finite_reward_names_the_rows(bad):
+    with pytest.raises(ValueError, match=r"reward must be finite; rows \[1\]"):
+        StepBatch(**base(reward=[0.0, bad]))
+
+
+def test_length_mismatch_names_the_field():
+    with pytest.raises(ValueError, match="traj_id has 3 rows"):
+        StepBatch(**base(traj_id=[0, 1, 2]))
+
+
+@pytest.mark.parametrize("emb,msg", [
+    (np.ones((2,)), r"shape \(N, d\)"),
+    (np.ones((3, 4)), r"shape \(N, d\)"),
+    (np.array([[1.0, np.nan], [0.0, 1.0]]), "NaN or inf in rows \\[0\\]"),
+])
+def test_bad_embedding(emb, msg):
+    with pytest.raises(ValueError, match=msg):
+        StepBatch(**base(embedding=emb))
+
+
+def test_non_integer_step_and_bad_valid():
+    with pytest.raises(ValueError, match="step_idx must hold integers"):
+        StepBatch(**base(step_idx=[0.5, 0]))
+    with pytest.raises(ValueError, match="action_valid must be bool"):
+        StepBatch(**base(action_valid=[2, 1]))
+    with pytest.raises(ValueError, match="step_idx must be >= 0"):
+        StepBatch(**base(step_idx=[-1, 0]))
+
+
+def test_duplicate_rows_are_rejected_with_advice():
+    with pytest.raises(ValueError, match="duplicate rows .* unpadded batch"):
+        StepBatch(**base(traj_id=[0, 0]))
+
+
+@pytest.mark.parametrize("name,field", [("gigpo", "anchor"), ("hgpo", "anchor"), ("bigpo", "embedding"),
+                                        ("pace", "action_key"), ("bipace", "embedding")])
+def test_missing_field_for_estimator(name, field):
+    kw = base(anchor=["a", "b"], action_key=["x", "y"], embedding=np.eye(2))
+    kw[field] = None
+    with pytest.raises(ValueError, match=f"{name}.*needs StepBatch.{field}"):
+        compute_advantages(StepBatch(**kw), name)
+
+
+def test_unknown_estimator_mode_option_variant():
+    b = StepBatch(**base(anchor=["a", "b"]))
+    with pytest.raises(ValueError, match="unknown estimator 'ppo'.*available"):
+        compute_advantages(b, "ppo")
+    with pytest.raises(ValueError, match="unknown mode 'std'"):
+        compute_advantages(b, "gigpo", mode="std")
+    with pytest.raises(ValueError, match=r"unknown estimator option\(s\) \['gama'\]"):
+        compute_advantages(b, "grpo", gama=0.9)
+    with pytest.raises(ValueError, match="unknown pace variant"):
+        compute_advantages(b, "grpo", pace="q")
+    with pytest.raises(ValueError, match="gamma must be in"):
+        compute_advantages(b, "gigpo", gamma=1.5)
+
+
+@pytest.mark.parametrize("thresh", [0.0, 1.0, 1.2])
+def test_similarity_threshold_must_be_open_interval(thresh):
+    b = StepBatch(**base(anchor=["a", "b"]))
+    with pytest.raises(ValueError, match=r"similarity_thresh must be in \(0, 1\)"):
+        compute_advantages(b, "gigpo", enable_similarity=True, similarity_thresh=thresh)
+
+
+def test_options_of_other_estimators_are_accepted():
+    b = make_batch([(0, [("s", 1.0)]), (0, [("s", 0.0)])])
+    plain = compute_advantages(b, "grpo")
+    assert np.array_equal(plain, compute_advantages(b, "grpo", eps=0.3, pace="diff_peer", history_length=4))
+
+
+def test_zero_norm_embeddings_are_guarded():
+    b = make_batch([(0, [("a", 0.0), ("b", 1.0)]), (0, [("a", 0.0), ("c", 0.0)])],
+                   embed=lambda a: np.zeros(3) if a == "a" else np.eye(3)[1 if a == "b" else 2])
+    for name in ("bigpo", "bipace"):
+        assert np.all(np.isfinite(compute_advantages(b, name, eps=0.5)))
+
+
+def test_empty_batch_gives_empty_advantages():
+    b = StepBatch([], [], [], [], [], anchor=[], action_key=[], embedding=np.zeros((0, 3)))
+    for name in available_estimators():
+        assert compute_advantages(b, name).shape == (0,)
