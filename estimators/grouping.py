@@ -8,7 +8,6 @@ from __future__ import annotations
 import difflib
 
 import numpy as np
-import torch
 
 from .batch import StepBatch, hashable_codes
 
@@ -106,6 +105,8 @@ def bigpo_clusters(batch: StepBatch, eps: float, estimator: str = "bigpo", block
     """
     if not np.isfinite(eps) or eps < 0:
         raise ValueError(f"eps (BiGPO cosine-distance threshold) must be a finite number >= 0; got {eps}")
+    import torch  # lazy: only the scatter-add below needs it, `import estimators` stays numpy-only
+
     emb = _require(batch, "embedding", estimator)
     view = batch.view
     n = len(batch)

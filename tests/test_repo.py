@@ -1,0 +1,29 @@
+"""The repository's own promises: CI runs the README's test command, torch stays a range."""
+import configparser
+import re
+
+from .conftest import REPO_ROOT
+
+
+def readme_commands():
+    text = (REPO_ROOT / "README.md").read_text()
+    return re.findall(r"```bash\n(.+?)\n```", text, flags=re.S)
+
+
+def test_readme_opens_with_main_and_test_commands():
+    main, test = readme_commands()[:2]
+    assert main.startswith("pip install torch==2.13.0 && pip install -e .")
+    assert test.startswith("pip install torch==2.13.0 && pip install -e \".[test]\"") and "pytest" in test
+
+
+def test_ci_runs_the_readme_test_command_as_written():
+    test = readme_commands()[1]
+    ci = (REPO_ROOT / ".ci" / "run").read_text().splitlines()
+    assert test in ci
+
+
+def test_torch_requirement_is_a_range():
+    cfg = configparser.ConfigParser()
+    cfg.read(REPO_ROOT / "setup.cfg")
+    requires = cfg["options"]["install_requires"].split()
+    assert "torch>=2.4" in requires and not any(r.startswith("torch==") for r in requires)
