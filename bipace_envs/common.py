@@ -24,3 +24,15 @@ class UnicodeText(spaces.Text):
 def obs_hash(text: str) -> str:
     """Stable (PYTHONHASHSEED-independent) hash of an anchor observation."""
     return hashlib.sha1(text.encode("utf-8")).hexdigest()
+
+
+# AsyncVectorEnv(shared_memory=True), gymnasium's default, reads the shared buffer once at
+# construction and expects live numpy views; text observations cannot be views (gymnasium's own
+# Text space silently returns stale strings there). Fail at construction with the fix instead.
+from gymnasium.vector.utils import shared_memory as _shm  # noqa: E402
+
+
+@_shm.create_shared_memory.register(UnicodeText)
+def _no_shared_memory_for_text(space: UnicodeText, n: int = 1, ctx=None):
+    raise TypeError("bipace text environments cannot use shared memory: create the vector env with "
+                    "gymnasium.vector.AsyncVectorEnv(env_fns, shared_memory=False)")

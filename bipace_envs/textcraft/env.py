@@ -1,0 +1,225 @@
+"""The TextCraft gymnasium environment (``bipace/TextCraft-v0``).
+
+    import gymnasium as gym, bipace_envs
+    env = gym.make("bipace/TextCraft-v0", preset="adapt", split="test", depths=(2, 3), max_steps=50)
+    obs, info = env.reset(seed=0)                      # or options={"task_id": "stick"}
+    obs, r, term, trunc, info = env.step(info["admissible_actions"][0])
+    env.unwrapped.expert_actions()                     # shortest remaining plan
+
+See ``TextCraftEnv`` for the full description; the rules are in ``engine.py``, goal presets and
+splits in ``tasks.py``, the expert in ``expert.py``.
+"""
+from __future__ import annotations
+
+import functools
+import itertools
+from dataclasses import dataclass, fields
+from typing import Any, Sequence
+
+import gymnasium as gym
+
+from ..common import MAX_TEXT_LENGTH, UnicodeText, obs_hash
+from .engine import Crafter, goal_tree, layout, reset_text
+from .expert import expert_plan
+from .recipes import RecipeBook, item_to_text, load_book
+from .tasks import get_preset, goal_pool, resolve_task, task_id_of
+
+MAX_VARIANTS = 16   # concrete variants listed per shown line with tag ingredients
+
+
+@dataclass(frozen=True)
+class TextCraftConfig:
+    """Constructor arguments of ``TextCraftEnv`` (all keyword)."""
+    preset: str = "adapt"                   # goal order/layout rules: "adapt" or "agentgym" (tasks.PRESETS)
+    split: str = "all"                      # "train", "test" or "all" of the preset (tasks.py)
+    depths: Sequence[int] | None = None     # keep goals of these depths; None = preset default
+    max_steps: int = 50                     # steps before truncated=True (BiPACE: 50, ADaPT: 40)
+    reward_on_get: bool | None = None       # reward a `get` of the goal too; None = preset default
+    layout_seed: int | None | str = "preset"  # seed of the shown lines: int = fixed, None = the
+    #                                           reset seed, "preset" = preset's (agentgym: 42)
+    expert_in_info: bool = False            # add info["expert_action"] (next expert command)
+    render_mode: str | None = None          # "ansi": render() returns the last observation
+
+    def __post_init__(self):
+        preset = get_preset(self.preset)
+        if not isinstance(self.max_steps, int) or self.max_steps < 1:
+            raise ValueError(f"max_steps must be a positive int, got {self.max_steps!r}")
+        if self.render_mode not in (None, "ansi"):
+            raise ValueError(f"render_mode must be None or 'ansi', got {self.render_mode!r}")
+        if self.layout_seed == "preset":
+            object.__setattr__(self, "layout_seed", preset.layout_seed)
+        elif self.layout_seed is not None and not isinstance(self.layout_seed, int):
+            raise ValueError(f"layout_seed must be an int, None or 'preset', got {self.layout_seed!r}")
+        if self.reward_on_get is None:
+            object.__setattr__(self, "reward_on_get", preset.reward_on_get)
+
+
+@functools.lru_cache(maxsize=None)
+def _line_recipes(book: RecipeBook) -> dict:
+    return {r.line: r for r in reversed(book.recipes)}
+
+
+@functools.lru_cache(maxsize=8192)
+def _expert(book: RecipeBook, goal: str, inventory: tuple) -> tuple[str, ...]:
+    return tuple(expert_plan(book, goal, dict(inventory)))
+
+
+@functools.lru_cache(maxsize=8192)
+def admissible_actions(book: RecipeBook, goal: str, lines: tuple[str, ...]) -> tuple[str, ...]:
+    """The useful command list of an episode (TextCraft has no native one): every shown craft
+    line, plus each line with its tag ingredients replaced by the concrete members crafted by
+    shown lines (the only form the engine accepts), a ``get`` per base item of the goal's tree
+    at each count the tree uses and at the expert's amount, and ``inventory``."""
+    by_line = _line_recipes(book)
+    shown = [by_line[line] for line in lines]
+    members: dict[str, list[str]] = {}
+    for r in shown:
+        tag = book.item_tag.get(r.output)
+        if tag is not None and r.output not in members.setdefault(tag, []):
+            members[tag].append(r.output)
+    out: dict[str, None] = {}
+    for r in shown:
+        out[r.line] = None
+        choices = [[g.item] if g.tag is None else members.get(g.tag, []) for g in r.inputs]
+        if any(g.tag is not None for g in r.inputs):
+            for combo in itertools.islice(itertools.product(*choices), MAX_VARIANTS):
+                out["craft {} {} using {}".format(r.count, item_to_text(r.output), ", ".join(
+                    f"{g.count} {item_to_text(c)}" for g, c in zip(r.inputs, combo)))] = None
+    gets: dict[str, None] = {}
+    for r in goal_tree(book, goal).recipes:
+        for g in r.inputs:
+            if g.item is not None and not book.is_craftable(g.item) and g.item in book.items:
+                gets[f"get {g.count} {item_to_text(g.item)}"] = None
+    for action in _expert(book, goal, ()):
+        if action.startswith("get "):
+            gets[action] = None
+    return tuple(out) + tuple(gets) + ("inventory",)
+
+
+class TextCraftEnv(gym.Env):
+    """TextCraft: craft a Minecraft item from text recipes (ADaPT's benchmark, made deterministic).
+
+    **Description.** At reset the agent sees the goal's whole recipe tree (alternatives included)
+    plus up to 10 distractor recipes, shuffled: ``Crafting commands:\\n{lines}\\n\\nGoal: craft
+    {goal}.``. Base items are fetched with ``get``; everything else must be crafted with the
+    exact ingredient counts of a recipe. Goals, the recipe lines of the tree and every message
+    string match the reference (``textcraft`` 0.0.3) run with the spec's recipe-load order.
+    The reference lists its lines in string-hash order, which changes per process; ours is the
+    first-appearance order, and with that order the reference's reset text (distractors and
+    shuffle included) equals ours exactly. Nothing depends on PYTHONHASHSEED or on earlier
+    episodes (the reference grows its recipe lists on every reset).
+
+    **Action space.** ``UnicodeText``: any str. Commands: ``get N item``, ``craft N item using
+    c1 a, c2 b``, ``inventory``; anything else answers ``Could not execute {action}``.
+    A non-str action raises TypeError.
+
+    **Observation space.** ``UnicodeText``: the reset text, then each command's reply
+    (``Got 2 oak logs``, ``Crafted 4 minecraft:oak_planks``, ``Could not find ...``).
+
+    **Rewards.** 1 when the goal is crafted (``reward_on_get``: also when it is got, AgentGym's
+    rule; goals are always craftable, so such a ``get`` fails in practice), else 0.
+
+    **Episode end.** ``terminated`` on the rewarded command; ``truncated`` after ``max_steps``
+    steps. Stepping on afterwards keeps playing (use ``reset``).
+
+    **Info.** Every call: ``admissible_actions`` (the useful list, see ``admissible_actions``;
+    TextCraft has no native one), ``task_id``, ``won``, ``anchor`` (= the observation),
+    ``obs_hash``, ``goal``, ``depth``, ``step``; on step also ``action_valid`` (parsed as a
+    command) and ``action_succeeded``; with ``expert_in_info`` also ``expert_action``.
+
+    **Reset.** ``options={"task_id": id}`` picks the goal (any id of ``list_tasks``, including
+    AgentGym's ``textcraft_<i>``); otherwise seed s picks ``pool[s % len(pool)]`` (no seed: a
+    draw from ``np_random``). The shown lines come from the preset's ``layout_seed`` or the seed.
+
+    **Arguments.** See ``TextCraftConfig``: ``preset``, ``split``, ``depths``, ``max_steps``,
+    ``reward_on_get``, ``layout_seed``, ``expert_in_info``, ``render_mode``.
+    """
+
+    metadata = {"render_modes": ["ansi"], "render_fps": 4}
+
+    def __init__(self, **kwargs: Any):
+        names = {f.name for f in fields(TextCraftConfig)}
+        unknown = sorted(set(kwargs) - names)
+        if unknown:
+            raise TypeError(f"TextCraftEnv got unknown arguments {unknown}; valid: {sorted(names)}")
+        self.config = cfg = TextCraftConfig(**kwargs)
+        self.book = load_book()
+        self.pool = goal_pool(cfg.preset, cfg.split, cfg.depths, self.book)
+        self.render_mode = cfg.render_mode
+        self.observation_space = UnicodeText()
+        self.action_space = UnicodeText()
+        self._game: Crafter | None = None
+
+    # ------------------------------------------------------------------ gym API
+    def reset(self, *, seed: int | None = None, options: dict | None = None):
+        super().reset(seed=seed)
+        options = dict(options or {})
+        unknown = set(options) - {"task_id"}
+        if unknown:
+            raise ValueError(f"unknown reset options {sorted(unknown)}; TextCraft takes only 'task_id'")
+        if options.get("task_id") is not None:
+            goal = resolve_task(options["task_id"], self.book)
+        elif seed is not None:
+            goal = self.pool[seed % len(self.pool)]
+        else:
+            goal = self.pool[int(self.np_random.integers(len(self.pool)))]
+        lseed = self.config.layout_seed
+        if lseed is None:
+            lseed = seed if seed is not None else int(self.np_random.integers(2**31))
+        self.goal, self.layout_seed = goal, lseed
+        self.lines = layout(self.book, goal, lseed)
+        self._admissible = admissible_actions(self.book, goal, self.lines)
+        self._game = Crafter(self.book, goal)
+        self.steps, self.won = 0, False
+        self._task_id = task_id_of(goal)
+        self._goal_text, self._depth = item_to_text(goal), self.book.depth[goal]
+        self._obs = reset_text(self.lines, goal)
+        return self._obs, self._info()
+
+    def step(self, action: str):
+        if self._game is None:
+            raise RuntimeError("TextCraftEnv.step called before reset()")
+        if not isinstance(action, str):
+            raise TypeError(f"TextCraft actions are str commands such as 'get 1 oak logs', "
+                            f"got {type(action).__name__}: {action!r:.80}")
+        out = self._game.execute(action)
+        self.steps += 1
+        hit = out.item == self.goal and (out.crafted or self.config.reward_on_get)
+        self.won = self.won or hit
+        obs = out.text if len(out.text) <= MAX_TEXT_LENGTH else out.text[:MAX_TEXT_LENGTH]
+        self._obs = obs
+        info = self._info()
+        info["action_valid"] = out.valid
+        info["action_succeeded"] = out.succeeded
+        return obs, 1.0 if hit else 0.0, hit, (not hit) and self.steps >= self.config.max_steps, info
+
+    def render(self):
+        if self.render_mode == "ansi":
+            return self._obs
+        return None
+
+    # ------------------------------------------------------------------ helpers
+    def _info(self) -> dict:
+        info = {"admissible_actions": list(self._admissible), "task_id": self._task_id,
+                "won": self.won, "anchor": self._obs, "obs_hash": obs_hash(self._obs),
+                "goal": self._goal_text, "depth": self._depth, "step": self.steps}
+        if self.config.expert_in_info:
+            plan = self.expert_actions()
+            info["expert_action"] = plan[0] if plan else ""
+        return info
+
+    @property
+    def inventory(self) -> dict[str, int]:
+        """Current inventory, item id -> count (a copy)."""
+        return dict(self._game.inventory) if self._game else {}
+
+    @property
+    def state(self) -> dict:
+        """What ``expert.expert_actions(state)`` needs: goal and inventory (copies)."""
+        return {"goal": self.goal, "inventory": self.inventory}
+
+    def expert_actions(self) -> list[str]:
+        """Shortest command list that crafts the goal from the current inventory."""
+        if self._game is None:
+            raise RuntimeError("call reset() before expert_actions()")
+        return list(_expert(self.book, self.goal, tuple(sorted(self._game.inventory.items()))))
