@@ -61,7 +61,9 @@ def similarity_anchor_groups(batch: StepBatch, similarity_thresh: float,
             for rep, rep_label in zip(reps, rep_labels):
                 # a first-fit match against the fixed representative, as upstream
                 matcher.set_seq2(rep)
-                if matcher.ratio() >= similarity_thresh:
+                # the quick ratios are upper bounds of ratio(): same groups, far fewer full diffs
+                if matcher.real_quick_ratio() >= similarity_thresh and \
+                        matcher.quick_ratio() >= similarity_thresh and matcher.ratio() >= similarity_thresh:
                     label = rep_label
                     break
             if label is None:

@@ -1,0 +1,89 @@
+"""bipace-compare on a tiny budget (real trainer, tiny model, TextCraft): output structure, reuse of
+finished runs, and argument errors."""
+from __future__ import annotations
+
+import csv
+
+import pytest
+
+from benchmarks import compare
+
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+TINY = ["--iterations", "2", "--set", "batch_tasks=2", "--set", "group_size=2", "--set", "max_steps=2",
+        "--set", "max_new_tokens=6", "--set", "sft_steps=2", "--set", "eval_tasks=2", "--set", "eval_batch=2",
+        "--set", "eval_every=1", "--set", "progress=false"]
+
+
+@pytest.fixture(scope="module")
+def tiny_run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("compare")
+    rc = compare.main(["--estimators", "grpo", "bipace", "--seeds", "0", "1", "--out", str(out), *TINY])
+    assert rc == 0
+    return out
+
+
+def test_outputs_structure(tiny_run):
+    with open(tiny_run / "curves.csv") as f:
+        rows = list(csv.DictReader(f))
+    assert list(rows[0]) == compare.CSV_FIELDS
+    runs = {(r["estimator"], r["seed"]) for r in rows}
+    assert runs == {("grpo", "0"), ("grpo", "1"), ("bipace", "0"), ("bipace", "1")}
+    for est, seed in runs:
+        its = sorted(int(r["iteration"]) for r in rows if (r["estimator"], r["seed"]) == (est, seed))
+        assert its == [0, 1, 2]                    # 0 = evaluation before training
+    train = [r for r in rows if r["iteration"] != "0"]
+    for r in train:
+        assert 0.0 <= float(r["success"]) <= 1.0
+        assert float(r["estimator_s"]) >= 0 and float(r["rollout_s"]) > 0 and float(r["update_s"]) > 0
+        assert r["eval_success"] != ""             # eval_every=1
+        if r["estimator"] == "grpo":
+            assert r["singleton_rate"] == "" and r["clusters_per_group"] == ""
+        else:
+            assert 0.0 <= float(r["singleton_rate"]) <= 1.0
+            assert float(r["clusters_per_group"]) >= 1.0
+            assert float(r["mean_group_size"]) >= 1.0
+    assert len({r["eval_success"] for r in rows if r["iteration"] == "0"}) == 1   # one shared start
+    table = (tiny_run / "summary.md").read_text().splitlines()
+    body = [line.split("|")[1].strip() for line in table if line.startswith("| ") and "estimator" not in line]
+    assert body == ["grpo", "bipace"]
+    assert (tiny_run / "curves.png").read_bytes()[:8] == PNG_MAGIC
+    import matplotlib.image
+    assert matplotlib.image.imread(tiny_run / "curves.png").shape[1] > 1000
+    # one SFT warm start, made by the first run, starts every run
+    files = (tiny_run / "runs").glob("*/warm_start/*.safetensors")
+    weights = {p.parent.parent.name: p.read_bytes() for p in files}
+    assert len(weights) == 4 and len(set(weights.values())) == 1
+
+
+def test_finished_runs_are_reused(tiny_run, capsys):
+    before = (tiny_run / "curves.csv").read_text()
+    stamp = (tiny_run / "runs" / "grpo_seed0" / "summary.json").stat().st_mtime_ns
+    args = ["--estimators", "grpo", "bipace", "--seeds", "0", "1", "--out", str(tiny_run), *TINY]
+    assert compare.main(args) == 0
+    assert "reusing finished run" in capsys.readouterr().out
+    assert (tiny_run / "runs" / "grpo_seed0" / "summary.json").stat().st_mtime_ns == stamp
+    assert (tiny_run / "curves.csv").read_text() == before
+
+
+def test_bad_arguments(tmp_path, capsys):
+    assert compare.main(["--estimators", "nope", "--out", str(tmp_path)]) == 2
+    assert "unknown estimator" in capsys.readouterr().err
+    assert compare.main(["--set", "no_such_field=1", "--out", str(tmp_path)]) == 2
+    assert "TrainConfig field" in capsys.readouterr().err
+    assert compare.main(["--set", "tensorboard=maybe", "--out", str(tmp_path)]) == 2
+
+
+def test_parse_overrides_types():
+    out = compare.parse_overrides(["batch_tasks=3", "lr=0.5", "env_kwargs={\"depths\": [1]}", "progress=no"])
+    assert out == {"batch_tasks": 3, "lr": 0.5, "env_kwargs": "{\"depths\": [1]}", "progress": False}
+
+
+@pytest.mark.parametrize("name", sorted(compare.PRESETS))
+def test_presets_are_valid_train_configs(name):
+    from agents.config import TrainConfig
+    from estimators import available_estimators
+    preset = compare.PRESETS[name]
+    cfg = TrainConfig(**preset["config"])
+    cfg.env_kwargs_dict()
+    assert set(preset["estimators"]) <= set(available_estimators())
+    assert preset["seeds"] and cfg.iterations > 0
