@@ -1,0 +1,131 @@
+"""Training configuration: one dataclass; the CLI (``bipace-train --help``) is generated from it, so every
+field below is an option with its help text (``--lora-rank`` for ``lora_rank``).
+
+    from agents.config import TrainConfig
+    cfg = TrainConfig(env="textcraft", estimator="bipace", model="tiny", iterations=20)
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+from dataclasses import dataclass, field
+
+
+def opt(default, help: str, **kw):
+    return field(default=default, metadata={"help": help, **kw})
+
+
+@dataclass
+class TrainConfig:
+    # --- what to train ----------------------------------------------------------------------
+    env: str = opt("textcraft", "environment: textcraft | webshop | alfworld")
+    estimator: str = opt("bipace", "advantage estimator registered in estimators (grpo, gigpo, hgpo, bigpo, pace, bipace)")
+    model: str = opt("tiny", "'tiny' (offline default, built locally), a hub id, or a local folder")
+    out_dir: str = opt("runs/run", "folder for checkpoints, CSV/TensorBoard logs and the final adapter")
+    seed: int = opt(0, "seed of task sampling, decoding and the update order")
+    # --- model --------------------------------------------------------------------------------
+    dtype: str = opt("float32", "float32 | bfloat16 | float16 (bfloat16 on GPUs)")
+    device: str = opt("cpu", "cpu | cuda | cuda:N | auto (accelerate device map)")
+    gradient_checkpointing: bool = opt(False, "trade compute for memory in the training forward")
+    lora_rank: int = opt(64, "LoRA rank")
+    lora_alpha: int = opt(64, "LoRA alpha")
+    lora_mlp: bool = opt(False, "also put LoRA on the MLP projections (default: q/k/v/o only)")
+    threads: int = opt(1, "torch CPU threads (0 = torch's default; 1 is fastest when envs or other jobs share the CPU)")
+    # --- environment and prompts ----------------------------------------------------------------
+    env_kwargs: str = opt("{}", "JSON of extra gym.make kwargs, e.g. '{\"depths\": [1, 2]}'")
+    max_steps: int = opt(0, "env steps per episode (0 = the env's paper default)")
+    history_length: int = opt(2, "last h observation/action pairs in the prompt")
+    require_think: str = opt("auto", "answers need <think></think> to be valid: yes | no | auto (no for tiny)")
+    show_admissible: bool = opt(True, "list the admissible actions in the prompt")
+    compact_prompts: str = opt("auto", "short prompts for small models: yes | no | auto (yes for tiny)")
+    train_split: str = opt("train", "task split for RL rollouts")
+    eval_split: str = opt("test", "held-out task split for evaluation")
+    vector_mode: str = opt("sync", "gymnasium vector env: sync | async (env processes)")
+    # --- rollout -----------------------------------------------------------------------------
+    batch_tasks: int = opt(16, "B: tasks per iteration")
+    group_size: int = opt(8, "G: rollouts per task (same task and seed)")
+    max_new_tokens: int = opt(512, "response tokens per step")
+    max_prompt_tokens: int = opt(4096, "longest prompt allowed")
+    truncation: str = opt("error", "over-long prompts: error | left")
+    temperature: float = opt(1.0, "rollout sampling temperature")
+    top_p: float = opt(1.0, "rollout nucleus sampling")
+    hidden_layer: int = opt(0, "hidden_states index of the BiGPO embedding (0 = -12-of-28 depth, scaled)")
+    capture_hidden: bool = opt(True, "record the embedding during generation (needed by bigpo/bipace)")
+    key_kind: str = opt("action_tag", "PACE action key: action_tag | first_token | projected (the action sent to the env)")
+    # --- estimator ----------------------------------------------------------------------------
+    gamma: float = opt(0.95, "discount of step returns")
+    mode: str = opt("mean_norm", "step/episode normalisation: mean_norm | mean_std_norm")
+    step_weight: float = opt(1.0, "weight of the step-level advantage (GiGPO w / BiPACE w)")
+    invalid_penalty: float = opt(0.1, "penalty subtracted for format-invalid answers")
+    eps: float = opt(0.05, "BiGPO cosine radius (0.05 for 1.5B, 0.10 for 7B)")
+    pace: str = opt("q_style", "PACE variant: q_style | diff_peer")
+    # --- PPO update ---------------------------------------------------------------------------
+    lr: float = opt(0.0, "learning rate (0 = auto: 3e-6 for hub models, 2e-4 for tiny)")
+    weight_decay: float = opt(0.01, "AdamW weight decay")
+    grad_clip: float = opt(1.0, "max gradient norm")
+    clip_ratio: float = opt(0.2, "PPO clip (low and high)")
+    dual_clip: float = opt(3.0, "dual-clip constant c for negative advantages")
+    kl_coef: float = opt(0.01, "low_var_kl coefficient to the reference (= adapter disabled); 0 = off")
+    entropy_coef: float = opt(0.001, "entropy bonus")
+    mini_batch_rows: int = opt(256, "step rows per optimizer step (0 = whole iteration)")
+    micro_batch_rows: int = opt(16, "step rows per forward/backward (gradient accumulation)")
+    ppo_epochs: int = opt(1, "passes over each iteration's rows")
+    old_logprobs: str = opt("generate", "old log-probs: generate (from the rollout logits) | recompute")
+    # --- schedule, eval, checkpoints, logs ------------------------------------------------------
+    iterations: int = opt(150, "RL iterations (one rollout batch + update each)")
+    eval_before: bool = opt(True, "evaluate before the first iteration (verl's val_before_train)")
+    eval_every: int = opt(5, "evaluate on held-out tasks every N iterations (0 = only at start and end)")
+    eval_tasks: int = opt(128, "held-out tasks per evaluation (0 = the whole split)")
+    eval_temperature: float = opt(0.4, "evaluation temperature (0 = greedy)")
+    eval_batch: int = opt(64, "envs stepped together during evaluation")
+    checkpoint_every: int = opt(10, "save adapter + optimizer + RNG every N iterations (0 = only at the end)")
+    resume: bool = opt(False, "continue from the latest checkpoint in out_dir")
+    tensorboard: bool = opt(True, "write TensorBoard logs (needs the tensorboard package)")
+    progress: bool = opt(True, "show a progress bar")
+    # --- imitation warm start -----------------------------------------------------------------
+    sft_steps: int = opt(0, "SFT optimizer steps on expert trajectories before RL (0 = none)")
+    sft_lr: float = opt(1e-3, "SFT learning rate")
+    sft_batch: int = opt(16, "SFT examples (steps) per optimizer step")
+    sft_episodes: int = opt(0, "expert episodes rendered for SFT (0 = every train task)")
+    sft_mode: str = opt("auto", "full (all weights) | lora (adapter, merged after) | auto (full for tiny)")
+
+    def resolved_lr(self) -> float:
+        return self.lr if self.lr > 0 else (2e-4 if self.model == "tiny" else 3e-6)
+
+    def think_required(self) -> bool:
+        if self.require_think not in ("yes", "no", "auto"):
+            raise ValueError(f"require_think must be yes | no | auto, got {self.require_think!r}")
+        return self.require_think == "yes" or (self.require_think == "auto" and self.model != "tiny")
+
+    def compact(self) -> bool:
+        if self.compact_prompts not in ("yes", "no", "auto"):
+            raise ValueError(f"compact_prompts must be yes | no | auto, got {self.compact_prompts!r}")
+        return self.compact_prompts == "yes" or (self.compact_prompts == "auto" and self.model == "tiny")
+
+    def env_kwargs_dict(self) -> dict:
+        try:
+            out = json.loads(self.env_kwargs)
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"--env-kwargs must be a JSON object, got {self.env_kwargs!r}: {exc}") from exc
+        if not isinstance(out, dict):
+            raise ValueError(f"--env-kwargs must be a JSON object, got {self.env_kwargs!r}")
+        return out
+
+
+def build_parser(cls=TrainConfig, **kw) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(formatter_class=argparse.ArgumentDefaultsHelpFormatter, **kw)
+    for f in dataclasses.fields(cls):
+        name = "--" + f.name.replace("_", "-")
+        if f.type in (bool, "bool"):
+            parser.add_argument(name, action=argparse.BooleanOptionalAction, default=f.default,
+                                help=f.metadata["help"])
+        else:
+            typ = {"int": int, "float": float, "str": str}.get(f.type if isinstance(f.type, str) else f.type.__name__)
+            parser.add_argument(name, type=typ, default=f.default, help=f.metadata["help"])
+    return parser
+
+
+def parse_config(argv=None) -> TrainConfig:
+    args = build_parser(description="Train a LoRA LLM agent with RL and any registered estimator.").parse_args(argv)
+    return TrainConfig(**vars(args))

@@ -1,0 +1,72 @@
+"""Per-env agent settings: gym id, reward map (as in the papers), horizon, task splits, expert.
+
+    from agents.envs import get_env_spec
+    spec = get_env_spec("textcraft")
+    env = spec.make(max_steps=30, depths=(1, 2)); spec.tasks(env, "train"); spec.expert(env)
+
+Reward maps turn the env's raw step reward into the training reward: 10 on success for TextCraft and
+ALFWorld, and for WebShop 10 only for a perfect purchase (score 1.0), 0 otherwise (spec §7). Add an
+env by adding an ``EnvSpec`` to ``ENV_SPECS``.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+import gymnasium as gym
+
+
+def reward_won(reward: float, terminated: bool, info: dict) -> float:
+    """10 when the step wins the episode (TextCraft, ALFWorld)."""
+    return 10.0 if info.get("won", False) else 0.0
+
+
+def reward_webshop(reward: float, terminated: bool, info: dict) -> float:
+    """10 only for a perfect purchase; partial scores stay a metric (info['task_score'])."""
+    return 10.0 if terminated and reward >= 1.0 else 0.0
+
+
+def _call_unwrapped(name: str):
+    def fn(env, *args, **kw):
+        target = env.unwrapped
+        if not hasattr(target, name):
+            raise NotImplementedError(f"{type(target).__name__} has no {name}(); this env cannot provide it yet")
+        return getattr(target, name)(*args, **kw)
+    return fn
+
+
+@dataclass
+class EnvSpec:
+    name: str
+    gym_id: str
+    reward_map: Callable[[float, bool, dict], float]
+    max_steps: int                          # paper horizon
+    fallback_chars: int = 30                # parser fallback (ALFWorld 30, WebShop 20)
+    # ``tasks(env, split) -> list`` of task ids usable as reset(options={'task_id': ...})
+    tasks: Callable = _call_unwrapped("task_ids")
+    # ``expert(env) -> list[str]``: the remaining expert plan from the env's current state
+    expert: Callable = _call_unwrapped("expert_actions")
+
+    def make(self, **kwargs):
+        import bipace_envs  # noqa: F401  (registers the ids)
+        return gym.make(self.gym_id, **kwargs)
+
+
+def textcraft_tasks(env, split: str) -> list[str]:
+    """Task ids of ``split`` under the env's own preset and depth filter."""
+    from bipace_envs.textcraft.tasks import list_tasks
+    cfg = env.unwrapped.config
+    return list_tasks(cfg.preset, split, cfg.depths)
+
+
+ENV_SPECS: dict[str, EnvSpec] = {
+    "textcraft": EnvSpec("textcraft", "bipace/TextCraft-v0", reward_won, max_steps=50, tasks=textcraft_tasks),
+    "alfworld": EnvSpec("alfworld", "bipace/ALFWorld-v0", reward_won, max_steps=50),
+    "webshop": EnvSpec("webshop", "bipace/WebShop-v0", reward_webshop, max_steps=15, fallback_chars=20),
+}
+
+
+def get_env_spec(name: str) -> EnvSpec:
+    if name not in ENV_SPECS:
+        raise ValueError(f"unknown env {name!r}; registered: {sorted(ENV_SPECS)}")
+    return ENV_SPECS[name]

@@ -1,0 +1,168 @@
+"""verl-agent-style prompts: per-env templates, the last-h history memory, and chat messages.
+
+    from agents.prompts import make_prompter, PromptSettings
+    p = make_prompter("textcraft", PromptSettings(history_length=2, require_think=False))
+    p.reset(i, obs, info); msgs = p.messages(i, obs, info); ...; p.record(i, obs, action)
+
+Templates follow spec §7: step 0 shows the observation and the admissible actions; later steps add the
+task, "Prior to this step, you have already taken n step(s)", the last h ``[Observation k: '..',
+Action k: '..']`` lines, and the current observation. The answer format is ``<think>..</think>``
+(optional with ``require_think=False``, for tiny models) then ``<action>..</action>``. One ``Prompter``
+serves a whole vector of envs (memory is per env index). Add an env by subclassing ``Prompter`` and
+registering it in ``PROMPTERS``.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+THINK_REQUIRED = ("Now it's your turn to take an action. You should first reason step-by-step about the "
+                  "current situation. This reasoning process MUST be enclosed within <think> </think> tags. "
+                  "Once you've finished your reasoning, you should choose an admissible action for current "
+                  "step and present it within <action> </action> tags.")
+COMPACT = "Answer with one admissible action within <action> </action> tags."
+THINK_OPTIONAL = ("Now it's your turn to take an action. You may reason within <think> </think> tags, then "
+                  "present one admissible action within <action> </action> tags.")
+
+
+@dataclass
+class PromptSettings:
+    """How prompts are rendered."""
+    history_length: int = 2          # last h (observation, action) pairs shown
+    require_think: bool = True       # ask for <think>; the parser marks answers without it invalid
+    show_admissible: bool = True     # list the admissible actions in the prompt
+    system: str = "You are a helpful assistant."
+    max_prompt_chars: int = 13000    # above this, fall back to the no-history template (WebShop rule)
+    compact: bool = False            # tiny models: one-line instruction; TextCraft's task is only the goal
+    #                                  line when the admissible list (holding every recipe line) is shown
+
+
+class Prompter:
+    """Base template; subclasses set the intro and how observations, tasks and actions are shown."""
+    intro = "You are an expert agent."
+    fallback_chars = 30              # parser fallback length (ALFWorld 30, WebShop 20)
+
+    def __init__(self, settings: PromptSettings | None = None):
+        self.s = settings or PromptSettings()
+        self.tasks: dict[int, str] = {}
+        self.memory: dict[int, list[tuple[str, str]]] = {}
+
+    # --- env-specific pieces -------------------------------------------------
+    def task_of(self, first_obs: str, info: dict) -> str:
+        return first_obs
+
+    def format_obs(self, obs: str) -> str:
+        return obs
+
+    def format_actions(self, actions) -> str:
+        return "\n ".join(f"'{a}'" for a in actions)
+
+    def memory_obs(self, obs: str) -> str:
+        """How a past observation is shown in the history lines."""
+        return self.format_obs(obs)
+
+    # --- memory ---------------------------------------------------------------
+    def reset(self, i: int, obs: str, info: dict) -> None:
+        self.tasks[i] = self.task_of(obs, info)
+        self.memory[i] = []
+
+    def record(self, i: int, obs: str, action: str) -> None:
+        """Store the observation the action was taken on and the (projected) action."""
+        self.memory[i].append((self.memory_obs(obs), action))
+
+    def history(self, i: int) -> str:
+        mem = self.memory[i]
+        start = max(0, len(mem) - self.s.history_length)
+        return "\n".join(f"[Observation {k + 1}: '{o}', Action {k + 1}: '{a}']"
+                         for k, (o, a) in enumerate(mem[start:], start=start))
+
+    # --- rendering --------------------------------------------------------------
+    def user_text(self, i: int, obs: str, info: dict) -> str:
+        n = len(self.memory.get(i, []))
+        acts = info.get("admissible_actions") if self.s.show_admissible else None
+        act_line = ("\nYour admissible actions of the current situation are: [" + self.format_actions(acts)
+                    + "]." if acts is not None else "")
+        instr = THINK_REQUIRED if self.s.require_think else (COMPACT if self.s.compact else THINK_OPTIONAL)
+        cur = self.format_obs(obs)
+        no_his = f"{self.intro} Your current observation is: {cur}{act_line}\n{instr}"
+        if n == 0 or self.s.history_length <= 0:
+            return no_his
+        text = (f"{self.intro} Your task is to: {self.tasks[i]}\nPrior to this step, you have already taken "
+                f"{n} step(s). Below are the most recent {min(n, self.s.history_length)} observations and "
+                f"the corresponding actions you took:\n{self.history(i)}\nYou are now at step {n + 1} and "
+                f"your current observation is: {cur}{act_line}\n{instr}")
+        return text if len(text) <= self.s.max_prompt_chars else no_his
+
+    def messages(self, i: int, obs: str, info: dict) -> list[dict]:
+        return [{"role": "system", "content": self.s.system},
+                {"role": "user", "content": self.user_text(i, obs, info)}]
+
+    def expert_response(self, action: str) -> str:
+        """How an expert action is written as a model answer (SFT targets)."""
+        if self.s.require_think:
+            return f"<think>The next step of my plan is: {action}.</think>\n<action>{action}</action>"
+        return f"<action>{action}</action>"
+
+
+class TextCraftPrompter(Prompter):
+    intro = "You are an expert agent crafting items in Minecraft."
+
+    def task_of(self, first_obs, info):
+        # The reset observation holds the recipe list and the goal; both stay needed all episode.
+        if self.s.compact and self.s.show_admissible and "Goal:" in first_obs:
+            return first_obs[first_obs.rfind("Goal:"):].strip()
+        return first_obs.strip()
+
+    def memory_obs(self, obs):
+        # the reset text is already the task; repeating its recipe list would double the prompt
+        return "the crafting commands" if obs.startswith("Crafting commands:") else obs
+
+    def format_actions(self, actions):
+        return ", ".join(f"'{a}'" for a in actions)
+
+
+class ALFWorldPrompter(Prompter):
+    intro = "You are an expert agent operating in the ALFRED Embodied Environment."
+
+    def task_of(self, first_obs, info):
+        key = "Your task is to: "
+        return first_obs[first_obs.find(key) + len(key):].strip() if key in first_obs else first_obs.strip()
+
+    def format_actions(self, actions):
+        return "\n ".join(f"'{a}'" for a in actions if a != "help")
+
+
+class WebShopPrompter(Prompter):
+    intro = "You are an expert autonomous agent operating in the WebShop e-commerce platform."
+    fallback_chars = 20
+
+    def task_of(self, first_obs, info):
+        parts = first_obs.split(" [SEP] ")
+        for k, p in enumerate(parts[:-1]):
+            if p.strip().startswith("Instruction:"):
+                return parts[k + 1].strip()
+        return info.get("instruction", first_obs)
+
+    def format_obs(self, obs):
+        parts = obs.split(" [SEP] ")
+        # drop everything through the instruction text, quote the rest (upstream format_obs)
+        for k, p in enumerate(parts[:-1]):
+            if p.strip().startswith("Instruction:"):
+                parts = parts[k + 2:]
+                break
+        return ", ".join(f"'{p}'" for p in parts)
+
+    def format_actions(self, actions):
+        return "\n".join(f"'{a}'," for a in actions)
+
+
+PROMPTERS: dict[str, type[Prompter]] = {
+    "textcraft": TextCraftPrompter,
+    "alfworld": ALFWorldPrompter,
+    "webshop": WebShopPrompter,
+}
+
+
+def make_prompter(env: str, settings: PromptSettings | None = None) -> Prompter:
+    if env not in PROMPTERS:
+        raise ValueError(f"no prompt template for env {env!r}; registered: {sorted(PROMPTERS)}")
+    return PROMPTERS[env](settings)

@@ -1,0 +1,245 @@
+"""Batched multi-turn rollouts: B tasks x G rollouts through a gymnasium vector env, one ``generate``
+per step over all active envs, recording per-step rows (``estimators.StepBatch``) plus what PPO needs.
+
+    collector = RolloutCollector(model, tok, make_env, n_envs=B * G, prompter=..., settings=...,
+                                 reward_map=...)
+    ro = collector.collect(task_ids, seeds, group_ids)     # one entry per env; a group shares task+seed
+    ro.batch            # StepBatch (anchor = env info['anchor'] of the state acted on, embedding, key)
+    ro.prompt_ids[i], ro.response_ids[i], ro.old_logprobs[i]   # per row, unpadded
+
+The BiGPO embedding is the hidden state of one decoder layer at the last prompt token. Prompts are
+left-padded, so that is position -1 of the *prefill* forward that ``generate`` runs anyway: a forward
+hook copies that one vector per env and disarms itself, so no extra forward pass is made.
+Old log-probs come from the same ``generate`` call (raw logits at the rollout temperature).
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from functools import partial
+
+import gymnasium as gym
+import numpy as np
+import torch
+
+from agents.models import decoder_layers, default_hidden_layer, layer_module_index
+from agents.parsing import parse_action
+
+
+@dataclass
+class RolloutSettings:
+    """Decoding and recording options of a rollout."""
+    max_steps: int = 50               # env steps per episode (the env truncates at its own max_steps too)
+    max_new_tokens: int = 512         # response budget per step
+    max_prompt_tokens: int = 4096     # longer prompts: error or left-truncate (see truncation)
+    truncation: str = "error"         # "error" (verl default) or "left"
+    temperature: float = 1.0
+    top_p: float = 1.0
+    top_k: int = 0                    # 0 = off (verl's -1)
+    do_sample: bool = True
+    capture_hidden: bool = True       # record the BiGPO embedding from the prefill pass
+    hidden_layer: int | None = None   # HF hidden_states index; None = BiPACE's -12-of-28 depth, scaled
+    logprobs: bool = True             # keep per-token log-probs of the sampled tokens (needed for PPO)
+    require_think: bool = True        # parser rule: answers without <think></think> are invalid
+    key_kind: str = "action_tag"      # PACE action key: action_tag | first_token | projected
+
+
+class HiddenCapture:
+    """Forward hook on one decoder block that keeps its output at the last position of the next forward
+    call only (the prefill of ``generate``), then stays idle for the decoding steps."""
+
+    def __init__(self, model, layer: int | None):
+        layers = decoder_layers(model)
+        self.layer = default_hidden_layer(len(layers)) if layer is None else layer
+        self.handle = layers[layer_module_index(self.layer, len(layers))].register_forward_hook(self._hook)
+        self.armed, self.value = False, None
+        self.seconds = 0.0          # time spent capturing (hook + normalisation), for the benchmark
+
+    def _hook(self, module, args, output):
+        t0 = time.perf_counter()
+        if self.armed:
+            h = output[0] if isinstance(output, tuple) else output
+            self.value = h[:, -1, :].detach().float()
+            self.armed = False
+        self.seconds += time.perf_counter() - t0
+
+    def arm(self) -> None:
+        self.armed, self.value = True, None
+
+    def remove(self) -> None:
+        self.handle.remove()
+
+
+def _indexed_env(make_env, index):
+    return _TaskEnv(make_env(), index)
+
+
+class _TaskEnv(gym.Wrapper):
+    """Lets one vector ``reset`` give each sub-env its own task: ``options={'task_ids': [...]}``."""
+
+    def __init__(self, env, index):
+        super().__init__(env)
+        self.index = index
+
+    def reset(self, *, seed=None, options=None):
+        if options and "task_ids" in options:
+            task = options["task_ids"][self.index]
+            options = {k: v for k, v in options.items() if k != "task_ids"}
+            if task is not None:
+                options["task_id"] = task
+        return self.env.reset(seed=seed, options=options)
+
+
+def _info_at(infos: dict, i: int) -> dict:
+    return {k: v[i] for k, v in infos.items() if not k.startswith("_") and infos.get("_" + k, np.ones(i + 1, bool))[i]}
+
+
+@dataclass
+class Rollout:
+    """Everything one collection produced (rows in env-major, then time order)."""
+    batch: object                               # estimators.StepBatch
+    prompt_ids: list = field(default_factory=list)
+    response_ids: list = field(default_factory=list)
+    old_logprobs: list = field(default_factory=list)
+    responses: list = field(default_factory=list)
+    actions: list = field(default_factory=list)
+    env_index: np.ndarray | None = None         # (N,) which env produced the row
+    success: np.ndarray | None = None           # (n_envs,) episode won
+    episode_return: np.ndarray | None = None    # (n_envs,) mapped reward sum
+    episode_length: np.ndarray | None = None    # (n_envs,)
+    gen_seconds: float = 0.0
+    env_seconds: float = 0.0
+
+
+class RolloutCollector:
+    """Owns the vector env and steps it with the policy. ``make_env()`` builds one env instance."""
+
+    def __init__(self, model, tokenizer, make_env, n_envs: int, prompter, settings: RolloutSettings,
+                 reward_map, vector_mode: str = "sync", fallback_chars: int = 30):
+        self.model, self.tok, self.prompter, self.s = model, tokenizer, prompter, settings
+        self.reward_map, self.fallback_chars, self.n = reward_map, fallback_chars, n_envs
+        fns = [partial(_indexed_env, make_env, i) for i in range(n_envs)]
+        modes = {"sync": gym.vector.SyncVectorEnv, "async": gym.vector.AsyncVectorEnv}
+        if vector_mode not in modes:
+            raise ValueError(f"vector_mode must be one of {sorted(modes)}, got {vector_mode!r}")
+        self.envs = modes[vector_mode](fns, autoreset_mode=gym.vector.AutoresetMode.NEXT_STEP)
+        self.capture = HiddenCapture(model, settings.hidden_layer) if settings.capture_hidden else None
+        eos = [tokenizer.eos_token_id, tokenizer.convert_tokens_to_ids("<|im_end|>"), tokenizer.pad_token_id]
+        self.stop_ids = sorted({int(t) for t in eos if t is not None and t >= 0})
+
+    def close(self) -> None:
+        if self.capture is not None:
+            self.capture.remove()
+        self.envs.close()
+
+    def _encode(self, texts: list[str]) -> dict:
+        enc = self.tok(texts, return_tensors="pt", padding=True, add_special_tokens=False)
+        P = enc["input_ids"].shape[1]
+        if P > self.s.max_prompt_tokens:
+            if self.s.truncation != "left":
+                raise ValueError(f"a prompt has {P} tokens > max_prompt_tokens={self.s.max_prompt_tokens}; "
+                                 "raise --max-prompt-tokens, shorten --history-length, or use --truncation left")
+            enc = {k: v[:, -self.s.max_prompt_tokens:] for k, v in enc.items()}
+        return enc
+
+    @torch.no_grad()
+    def generate(self, texts: list[str]):
+        """One batched generate. Returns (prompt ids list, response ids list, logprob list, texts, emb)."""
+        dev = next(self.model.parameters()).device
+        enc = self._encode(texts)
+        ids, mask = enc["input_ids"].to(dev), enc["attention_mask"].to(dev)
+        if self.capture is not None:
+            self.capture.arm()
+        out = self.model.generate(
+            input_ids=ids, attention_mask=mask, max_new_tokens=self.s.max_new_tokens,
+            do_sample=self.s.do_sample, temperature=self.s.temperature if self.s.do_sample else None,
+            top_p=self.s.top_p if self.s.do_sample else None, top_k=self.s.top_k if self.s.do_sample else None,
+            eos_token_id=self.stop_ids, pad_token_id=self.tok.pad_token_id, use_cache=True,
+            return_dict_in_generate=True, output_logits=self.s.logprobs)
+        P = ids.shape[1]
+        resp = out.sequences[:, P:]
+        stop = torch.isin(resp, torch.tensor(self.stop_ids, device=resp.device))
+        keep = (torch.cumsum(stop.int(), 1) - stop.int()) == 0          # up to and including the first stop
+        lengths = keep.sum(1).tolist()
+        logps = None
+        if self.s.logprobs:
+            temp = self.s.temperature if self.s.do_sample else 1.0
+            logps = torch.stack([torch.log_softmax(l.float() / temp, -1).gather(1, resp[:, t:t + 1]).squeeze(1)
+                                 for t, l in enumerate(out.logits)], 1)
+        emb = None
+        if self.capture is not None:
+            t0 = time.perf_counter()
+            emb = torch.nn.functional.normalize(self.capture.value, dim=-1).cpu().numpy().astype(np.float32)
+            self.capture.seconds += time.perf_counter() - t0
+        p_ids = [ids[r][mask[r].bool()].cpu() for r in range(len(texts))]
+        r_ids = [resp[r, :lengths[r]].cpu() for r in range(len(texts))]
+        r_lp = [logps[r, :lengths[r]].cpu() for r in range(len(texts))] if logps is not None else [None] * len(texts)
+        r_txt = self.tok.batch_decode(r_ids, skip_special_tokens=True)
+        return p_ids, r_ids, r_lp, r_txt, emb
+
+    def collect(self, task_ids, seeds, group_ids, traj_ids=None) -> Rollout:
+        """Run every env to the end of its episode. ``task_ids``/``seeds``/``group_ids``: one per env."""
+        from estimators import StepBatch, action_key
+        n = self.n
+        if not (len(task_ids) == len(seeds) == len(group_ids) == n):
+            raise ValueError(f"need one task id, seed and group id per env ({n}); got "
+                             f"{len(task_ids)}, {len(seeds)}, {len(group_ids)}")
+        traj_ids = list(range(n)) if traj_ids is None else list(traj_ids)
+        t0 = time.perf_counter()
+        obs, infos = self.envs.reset(seed=[int(s) for s in seeds], options={"task_ids": list(task_ids)})
+        env_s = time.perf_counter() - t0
+        cur_obs, cur_info = list(obs), [_info_at(infos, i) for i in range(n)]
+        for i in range(n):
+            self.prompter.reset(i, cur_obs[i], cur_info[i])
+        active = np.ones(n, bool)
+        success, ret, length = np.zeros(n, bool), np.zeros(n), np.zeros(n, int)
+        rows = {k: [] for k in ("env", "step", "reward", "valid", "anchor", "key", "emb")}
+        ro = Rollout(batch=None)
+        gen_s = 0.0
+        for t in range(self.s.max_steps):
+            idx = np.flatnonzero(active)
+            if idx.size == 0:
+                break
+            texts = [self.tok.apply_chat_template(self.prompter.messages(i, cur_obs[i], cur_info[i]),
+                                                  tokenize=False, add_generation_prompt=True) for i in idx]
+            t1 = time.perf_counter()
+            p_ids, r_ids, r_lp, r_txt, emb = self.generate(texts)
+            gen_s += time.perf_counter() - t1
+            actions = [""] * n
+            valid = {}
+            for k, i in enumerate(idx):
+                actions[i], valid[i] = parse_action(r_txt[k], self.s.require_think, self.fallback_chars)
+            t2 = time.perf_counter()
+            obs, rew, term, trunc, infos = self.envs.step(actions)
+            env_s += time.perf_counter() - t2
+            for k, i in enumerate(idx):
+                info = _info_at(infos, i)
+                r = float(self.reward_map(float(rew[i]), bool(term[i]), info))
+                rows["env"].append(i); rows["step"].append(t); rows["reward"].append(r)
+                rows["valid"].append(valid[i]); rows["anchor"].append(cur_info[i].get("anchor", cur_obs[i]))
+                rows["key"].append(action_key(response_text=r_txt[k], response_ids=r_ids[k].tolist(),
+                                              kind=self.s.key_kind, projected_action=actions[i]))
+                rows["emb"].append(emb[k] if emb is not None else None)
+                ro.prompt_ids.append(p_ids[k]); ro.response_ids.append(r_ids[k]); ro.old_logprobs.append(r_lp[k])
+                ro.responses.append(r_txt[k]); ro.actions.append(actions[i])
+                self.prompter.record(i, cur_obs[i], actions[i])
+                ret[i] += r
+                length[i] += 1
+                if term[i] or trunc[i]:
+                    active[i] = False
+                    success[i] = bool(info.get("won", False))
+                cur_obs[i], cur_info[i] = obs[i], info
+        env = np.asarray(rows["env"], dtype=np.int64)
+        anchors = np.empty(len(env), dtype=object)
+        anchors[:] = rows["anchor"]
+        keys = np.empty(len(env), dtype=object)
+        keys[:] = rows["key"]
+        embs = np.stack(rows["emb"]) if self.capture is not None and len(env) else None
+        ro.batch = StepBatch(group_id=np.asarray(group_ids)[env], traj_id=np.asarray(traj_ids)[env],
+                             step_idx=np.asarray(rows["step"], dtype=np.int64),
+                             reward=np.asarray(rows["reward"], dtype=np.float64),
+                             action_valid=np.asarray(rows["valid"], dtype=bool),
+                             anchor=anchors, action_key=keys, embedding=embs)
+        ro.env_index, ro.success, ro.episode_return, ro.episode_length = env, success, ret, length
+        ro.gen_seconds, ro.env_seconds = gen_s, env_s
+        return ro

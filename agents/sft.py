@@ -1,0 +1,114 @@
+"""Imitation warm start: render expert trajectories with the RL prompts and fine-tune the policy on them.
+
+    examples = expert_examples(spec, make_env, tasks, prompter, tokenizer, max_steps=30)
+    losses = sft(model, tokenizer, examples, steps=300, lr=1e-3, batch=16, seed=0)
+
+The expert is the env's own (``env.unwrapped.expert_actions()``: TextCraft's shortest crafting plan,
+WebShop's oracle and ALFWorld's expert where those envs provide it), re-planned at every step. Each
+step becomes one (chat prompt, ``<action>a</action><|im_end|>``) example, the exact text the RL policy
+sees and writes. ``run_sft`` (used by ``bipace-train --sft-steps N``) trains all weights of the tiny
+model (or a LoRA adapter it then merges, for hub models) and saves a ready-to-load model folder.
+"""
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from agents.ppo import response_logprobs
+
+
+def expert_examples(spec, make_env, tasks, prompter, tokenizer, max_steps: int, seed: int = 0):
+    """(prompt ids, response ids) per expert step, over one expert episode per task."""
+    env = make_env()
+    eos = tokenizer.convert_tokens_to_ids("<|im_end|>")
+    eos = tokenizer.eos_token_id if eos is None or eos < 0 else eos
+    out, won = [], 0
+    for k, task in enumerate(tasks):
+        obs, info = env.reset(seed=seed + k, options={"task_id": task})
+        prompter.reset(0, obs, info)
+        for _ in range(max_steps):
+            plan = spec.expert(env)
+            if not plan:
+                break
+            action = plan[0]
+            text = tokenizer.apply_chat_template(prompter.messages(0, obs, info), tokenize=False,
+                                                 add_generation_prompt=True)
+            p = tokenizer(text, add_special_tokens=False, return_tensors="pt")["input_ids"][0]
+            r = tokenizer(prompter.expert_response(action), add_special_tokens=False,
+                          return_tensors="pt")["input_ids"][0]
+            out.append((p, torch.cat([r, torch.tensor([eos])])))
+            prompter.record(0, obs, action)
+            obs, _, term, trunc, info = env.step(action)
+            if term or trunc:
+                won += bool(info.get("won", False))
+                break
+    env.close()
+    if not out:
+        raise ValueError("the expert produced no steps; check the env's expert_actions() and the task ids")
+    if won < len(tasks):
+        print(f"note: the expert won {won}/{len(tasks)} episodes within {max_steps} steps")
+    return out
+
+
+def sft(model, tokenizer, examples, steps: int, lr: float, batch: int, seed: int = 0, log=print) -> list[float]:
+    """Token-mean cross-entropy on the responses, AdamW with warm-up, ``steps`` optimizer steps of about
+    ``batch`` examples each (epochs over length buckets in random order)."""
+    params = [p for p in model.parameters() if p.requires_grad]
+    opt = torch.optim.AdamW(params, lr=lr, weight_decay=0.0)
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min(1.0, (s + 1) / max(1, steps // 20)))
+    rng = np.random.default_rng(seed)
+    # Length-bucketed batches: neighbours in length order, so a batch pads to about its own length
+    # (prompts with long admissible lists would otherwise set the cost of every batch).
+    order = np.argsort([len(p) + len(r) for p, r in examples], kind="stable")
+    buckets = [order[i:i + batch] for i in range(0, len(order), batch)]
+    queue: list = []
+    model.train()
+    losses, t0 = [], time.perf_counter()
+    for step in range(steps):
+        if not queue:
+            queue = [buckets[k] for k in rng.permutation(len(buckets))]
+        idx = queue.pop()
+        logp, _, mask = response_logprobs(model, [examples[i][0] for i in idx], [examples[i][1] for i in idx],
+                                          tokenizer.pad_token_id, with_entropy=False)
+        loss = -(logp * mask).sum() / mask.sum()
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(params, 1.0)
+        opt.step()
+        sched.step()
+        losses.append(loss.item())
+        if log and (step + 1) % max(1, steps // 10) == 0:
+            log(f"sft step {step + 1}/{steps} loss {np.mean(losses[-max(1, steps // 10):]):.4f} "
+                f"({time.perf_counter() - t0:.0f}s)")
+    model.eval()
+    return losses
+
+
+def run_sft(cfg, spec, make_env, tasks, path: Path, prompt_settings) -> Path:
+    """Warm start used by the trainer: expert data from the train tasks, SFT, save a model folder."""
+    from agents.models import TINY, LoraSettings, add_lora, load_policy
+    from agents.prompts import make_prompter
+    torch.manual_seed(cfg.seed)
+    model, tok = load_policy(cfg.model, cfg.dtype, cfg.device, cfg.gradient_checkpointing)
+    tasks = list(tasks)
+    if cfg.sft_episodes:
+        tasks = [tasks[i] for i in np.random.default_rng(cfg.seed).permutation(len(tasks))[:cfg.sft_episodes]]
+    examples = expert_examples(spec, make_env, tasks, make_prompter(cfg.env, prompt_settings), tok,
+                               cfg.max_steps or spec.max_steps, seed=cfg.seed)
+    print(f"warm start: {len(examples)} expert steps from {len(tasks)} episodes")
+    mode = cfg.sft_mode if cfg.sft_mode != "auto" else ("full" if cfg.model == TINY else "lora")
+    if mode not in ("full", "lora"):
+        raise ValueError(f"sft_mode must be full | lora | auto, got {cfg.sft_mode!r}")
+    if mode == "lora":
+        model = add_lora(model, LoraSettings(rank=cfg.lora_rank, alpha=cfg.lora_alpha, mlp=cfg.lora_mlp))
+    sft(model, tok, examples, cfg.sft_steps, cfg.sft_lr, cfg.sft_batch, cfg.seed)
+    if mode == "lora":
+        model = model.merge_and_unload()
+    tmp = path.with_name(path.name + ".tmp")
+    model.save_pretrained(tmp)
+    tok.save_pretrained(tmp)
+    tmp.rename(path)
+    return path

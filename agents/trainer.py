@@ -1,0 +1,350 @@
+"""Single-device PPO trainer for LoRA agents with any registered advantage estimator.
+
+    from agents.config import TrainConfig
+from estimators import broadcast_to_tokens
+    from agents.trainer import Trainer
+    summary = Trainer(TrainConfig(env="textcraft", estimator="bipace", model="tiny")).train()
+
+One iteration: sample B tasks, roll out G episodes each (``agents.rollout``), map rewards, compute
+advantages with ``estimators.compute_advantages(batch, estimator, ...)``, broadcast them to tokens, and
+take PPO-clip steps (dual clip, token-mean over each mini-batch, micro-batched with gradient
+accumulation) with an entropy bonus and low-variance KL to the reference policy, which is the same
+model with the LoRA adapter disabled (no second copy in memory). Checkpoints hold the adapter (peft
+format), optimizer, RNG states and iteration; ``resume=True`` continues from the latest one.
+Logs: ``train.csv``/``eval.csv`` and TensorBoard under ``out_dir``.
+"""
+from __future__ import annotations
+
+import csv
+import json
+import random
+import shutil
+import time
+from dataclasses import asdict
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from agents.config import TrainConfig
+from estimators import broadcast_to_tokens
+from agents.envs import get_env_spec
+from agents.models import LoraSettings, add_lora, load_policy
+from agents.ppo import ppo_terms, response_logprobs
+from agents.prompts import PromptSettings, make_prompter
+from agents.rollout import RolloutCollector, RolloutSettings
+
+
+class CsvLog:
+    """Append-only CSV whose columns are fixed by the first row; rows past ``keep_upto`` are dropped
+    when a resumed run reopens it."""
+
+    def __init__(self, path: Path, keep_upto: int | None = None):
+        self.path, self.fields = path, None
+        if path.exists() and keep_upto is not None:
+            with open(path) as f:
+                rows = [r for r in csv.DictReader(f) if int(r["iteration"]) <= keep_upto]
+            if rows:
+                self.fields = list(rows[0].keys())
+                with open(path, "w", newline="") as f:
+                    w = csv.DictWriter(f, self.fields)
+                    w.writeheader()
+                    w.writerows(rows)
+            else:
+                path.unlink()
+        elif path.exists():
+            path.unlink()
+
+    def write(self, row: dict) -> None:
+        new = self.fields is None
+        if new:
+            self.fields = list(row.keys())
+        with open(self.path, "a", newline="") as f:
+            w = csv.DictWriter(f, self.fields, extrasaction="ignore")
+            if new:
+                w.writeheader()
+            w.writerow(row)
+
+
+class Trainer:
+    """``make_env``/``train_tasks``/``eval_tasks``/``model``+``tokenizer`` may be injected (tests, custom
+    envs); by default they come from ``agents.envs`` and ``agents.models``."""
+
+    def __init__(self, cfg: TrainConfig, make_env=None, train_tasks=None, eval_tasks=None,
+                 model=None, tokenizer=None):
+        self.cfg = cfg
+        self.out = Path(cfg.out_dir)
+        self.out.mkdir(parents=True, exist_ok=True)
+        if cfg.threads > 0:
+            torch.set_num_threads(cfg.threads)
+        self.spec = get_env_spec(cfg.env)
+        kwargs = cfg.env_kwargs_dict()
+        self.max_steps = cfg.max_steps or self.spec.max_steps
+        self.make_env = make_env or (lambda: self.spec.make(max_steps=self.max_steps, **kwargs))
+        if train_tasks is None or eval_tasks is None:
+            probe = self.make_env()
+            train_tasks = self.spec.tasks(probe, cfg.train_split) if train_tasks is None else train_tasks
+            eval_tasks = self.spec.tasks(probe, cfg.eval_split) if eval_tasks is None else eval_tasks
+            probe.close()
+        self.train_tasks, self.eval_tasks = list(train_tasks), list(eval_tasks)
+        if not self.train_tasks:
+            raise ValueError(f"no training tasks in split {cfg.train_split!r} of {cfg.env}")
+        from estimators import available_estimators
+        if cfg.estimator not in available_estimators():
+            raise ValueError(f"unknown estimator {cfg.estimator!r}; available: {available_estimators()}")
+        self.prompt_settings = PromptSettings(history_length=cfg.history_length,
+                                              require_think=cfg.think_required(),
+                                              show_admissible=cfg.show_admissible,
+                                              compact=cfg.compact())
+        if model is None:
+            base = self._warm_start_path() if cfg.sft_steps > 0 else cfg.model
+            model, tokenizer = load_policy(base, cfg.dtype, cfg.device, cfg.gradient_checkpointing)
+        self.tok = tokenizer
+        torch.manual_seed(cfg.seed)     # LoRA init: same seed, same adapter
+        self.model = add_lora(model, LoraSettings(rank=cfg.lora_rank, alpha=cfg.lora_alpha, mlp=cfg.lora_mlp))
+        params = [p for p in self.model.parameters() if p.requires_grad]
+        self.optimizer = torch.optim.AdamW(params, lr=cfg.resolved_lr(), weight_decay=cfg.weight_decay)
+        self._collectors: dict[str, RolloutCollector] = {}
+        self.start_iteration = 1
+        if cfg.resume:
+            self.start_iteration = self.load_checkpoint() + 1
+        (self.out / "config.json").write_text(json.dumps(asdict(cfg), indent=1))
+
+    # ------------------------------------------------------------------ warm start
+    def _warm_start_path(self) -> str:
+        path = self.out / "warm_start"
+        if not (path / "config.json").exists():
+            from agents.sft import run_sft
+            run_sft(self.cfg, self.spec, self.make_env, self.train_tasks, path, self.prompt_settings)
+        return str(path)
+
+    # ------------------------------------------------------------------ rollouts
+    def collector(self, kind: str) -> RolloutCollector:
+        if kind not in self._collectors:
+            c = self.cfg
+            train = kind == "train"
+            temp = c.temperature if train else c.eval_temperature
+            rs = RolloutSettings(max_steps=self.max_steps, max_new_tokens=c.max_new_tokens,
+                                 max_prompt_tokens=c.max_prompt_tokens, truncation=c.truncation,
+                                 temperature=temp if temp > 0 else 1.0, top_p=c.top_p if train else 1.0,
+                                 do_sample=temp > 0, capture_hidden=c.capture_hidden and train,
+                                 hidden_layer=c.hidden_layer or None, logprobs=train,
+                                 require_think=self.prompt_settings.require_think, key_kind=c.key_kind)
+            n_eval = min(c.eval_tasks or len(self.eval_tasks), len(self.eval_tasks))
+            n = c.batch_tasks * c.group_size if train else max(1, min(c.eval_batch, n_eval))
+            self._collectors[kind] = RolloutCollector(
+                self.model, self.tok, self.make_env, n, make_prompter(c.env, self.prompt_settings), rs,
+                self.spec.reward_map, vector_mode=c.vector_mode, fallback_chars=self.spec.fallback_chars)
+        return self._collectors[kind]
+
+    def rollout(self, it: int):
+        c = self.cfg
+        rng = np.random.default_rng([c.seed, it])
+        torch.manual_seed(c.seed * 1_000_003 + it)     # decoding is reproducible per iteration
+        pick = rng.choice(len(self.train_tasks), c.batch_tasks, replace=len(self.train_tasks) < c.batch_tasks)
+        tasks = [self.train_tasks[k] for k in np.repeat(pick, c.group_size)]
+        seeds = np.repeat(rng.integers(0, 2**31 - 1, c.batch_tasks), c.group_size)
+        groups = np.repeat(it * c.batch_tasks + np.arange(c.batch_tasks), c.group_size)
+        self.model.eval()
+        return self.collector("train").collect(tasks, seeds, groups), rng
+
+    @torch.no_grad()
+    def evaluate(self) -> dict:
+        """Success rate on the first ``eval_tasks`` held-out tasks (fixed env seeds and decoding seed,
+        so every estimator and iteration is scored on the same episodes)."""
+        c = self.cfg
+        tasks = self.eval_tasks[:c.eval_tasks] if c.eval_tasks else self.eval_tasks
+        if not tasks:
+            return {}
+        col = self.collector("eval")
+        self.model.eval()
+        won, lengths = [], []
+        for start in range(0, len(tasks), col.n):
+            chunk = tasks[start:start + col.n]
+            padded = chunk + [chunk[0]] * (col.n - len(chunk))
+            torch.manual_seed(10_007 + start)
+            ro = col.collect(padded, [1000 + start + k for k in range(col.n)], list(range(col.n)))
+            won += ro.success[:len(chunk)].tolist()
+            lengths += ro.episode_length[:len(chunk)].tolist()
+        return {"eval_success": float(np.mean(won)), "eval_length": float(np.mean(lengths)), "eval_n": len(won)}
+
+    # ------------------------------------------------------------------ update
+    def advantages(self, ro) -> np.ndarray:
+        from estimators import compute_advantages
+        c = self.cfg
+        return compute_advantages(ro.batch, c.estimator, gamma=c.gamma, mode=c.mode, step_weight=c.step_weight,
+                                  invalid_penalty=c.invalid_penalty, eps=c.eps, pace=c.pace)
+
+    @torch.no_grad()
+    def _old_logprobs(self, ro) -> list:
+        """Behaviour-policy log-probs of every row, taken before any update of this iteration."""
+        if self.cfg.old_logprobs == "generate":
+            return ro.old_logprobs
+        if self.cfg.old_logprobs != "recompute":
+            raise ValueError(f"old_logprobs must be generate | recompute, got {self.cfg.old_logprobs!r}")
+        self.model.eval()
+        out, step = [], self.cfg.micro_batch_rows
+        for s in range(0, len(ro.response_ids), step):
+            rows = range(s, min(s + step, len(ro.response_ids)))
+            lp, _, _ = response_logprobs(self.model, [ro.prompt_ids[r] for r in rows],
+                                         [ro.response_ids[r] for r in rows], self.tok.pad_token_id,
+                                         self.cfg.temperature, with_entropy=False)
+            out += [lp[k, :len(ro.response_ids[r])].cpu() for k, r in enumerate(rows)]
+        return out
+
+    def update(self, ro, adv: np.ndarray, rng) -> dict:
+        c = self.cfg
+        dev = next(self.model.parameters()).device
+        lengths = np.array([len(r) for r in ro.response_ids])
+        rows_all = np.flatnonzero(lengths > 0)      # a zero-length answer has no token to train
+        mini = c.mini_batch_rows or len(rows_all)
+        sums = {"loss": 0.0, "pg_loss": 0.0, "kl": 0.0, "entropy": 0.0, "clipfrac": 0.0}
+        tokens_seen, grad_norms = 0, []
+        old_all = self._old_logprobs(ro)
+        self.model.train()
+        for _ in range(c.ppo_epochs):
+            order = rows_all[rng.permutation(len(rows_all))]
+            for s in range(0, len(order), mini):
+                mb = order[s:s + mini]
+                T = float(lengths[mb].sum())
+                self.optimizer.zero_grad(set_to_none=True)
+                # micro-batches of similar total length pad less; the token-mean is over the whole mini-batch
+                mb_sorted = mb[np.argsort([len(ro.prompt_ids[r]) + lengths[r] for r in mb], kind="stable")]
+                for m0 in range(0, len(mb), c.micro_batch_rows):
+                    rows = mb_sorted[m0:m0 + c.micro_batch_rows]
+                    old = [old_all[r] for r in rows]
+                    p_ids = [ro.prompt_ids[r] for r in rows]
+                    r_ids = [ro.response_ids[r] for r in rows]
+                    logp, ent, mask = response_logprobs(self.model, p_ids, r_ids, self.tok.pad_token_id,
+                                                        c.temperature)
+                    old_t = torch.zeros_like(logp)
+                    for k, o in enumerate(old):
+                        old_t[k, :len(o)] = o.to(dev)
+                    adv_t = torch.as_tensor(broadcast_to_tokens(adv[rows], mask.cpu().numpy()),
+                                            dtype=torch.float32, device=dev)
+                    ref = None
+                    if c.kl_coef > 0:
+                        with torch.no_grad(), self.model.disable_adapter():
+                            ref, _, _ = response_logprobs(self.model, p_ids, r_ids, self.tok.pad_token_id,
+                                                          c.temperature, with_entropy=False)
+                    t = ppo_terms(logp, old_t, adv_t, mask, ref, c.clip_ratio, c.clip_ratio, c.dual_clip)
+                    pg = (t["pg"] * mask).sum() / T
+                    ent = (ent * mask).sum() / T
+                    kl = (t["kl"] * mask).sum() / T if t["kl"] is not None else torch.zeros((), device=dev)
+                    loss = pg - c.entropy_coef * ent + c.kl_coef * kl
+                    loss.backward()
+                    sums["loss"] += loss.item() * T
+                    sums["pg_loss"] += pg.item() * T
+                    sums["kl"] += kl.item() * T
+                    sums["entropy"] += ent.item() * T
+                    sums["clipfrac"] += t["clipped"].float().sum().item()
+                params = [p for p in self.model.parameters() if p.requires_grad]
+                grad_norms.append(float(torch.nn.utils.clip_grad_norm_(params, c.grad_clip)))
+                self.optimizer.step()
+                tokens_seen += T
+        out = {k: v / max(tokens_seen, 1) for k, v in sums.items()}
+        out["grad_norm"] = float(np.mean(grad_norms)) if grad_norms else 0.0
+        return out
+
+    def iteration(self, it: int) -> dict:
+        t0 = time.perf_counter()
+        ro, rng = self.rollout(it)
+        t1 = time.perf_counter()
+        adv = self.advantages(ro)
+        metrics = self.update(ro, adv, rng)
+        b = ro.batch
+        metrics.update(iteration=it, success=float(ro.success.mean()), episode_return=float(ro.episode_return.mean()),
+                       episode_length=float(ro.episode_length.mean()), valid_rate=float(b.action_valid.mean()),
+                       rows=len(b.reward), adv_mean=float(adv.mean()), adv_std=float(adv.std()),
+                       rollout_s=t1 - t0, update_s=time.perf_counter() - t1, gen_s=ro.gen_seconds,
+                       env_s=ro.env_seconds)
+        return metrics
+
+    # ------------------------------------------------------------------ checkpoints
+    def save_checkpoint(self, it: int) -> Path:
+        ckdir = self.out / "checkpoints"
+        final = ckdir / f"iter_{it:06d}"
+        tmp = ckdir / f".tmp_iter_{it:06d}"
+        shutil.rmtree(tmp, ignore_errors=True)
+        self.model.save_pretrained(tmp / "adapter")
+        rng = {"python": random.getstate(), "numpy": np.random.get_state(), "torch": torch.get_rng_state()}
+        if torch.cuda.is_available():
+            rng["cuda"] = torch.cuda.get_rng_state_all()
+        torch.save({"iteration": it, "optimizer": self.optimizer.state_dict(), "rng": rng,
+                    "config": asdict(self.cfg)}, tmp / "state.pt")
+        shutil.rmtree(final, ignore_errors=True)
+        tmp.rename(final)
+        (ckdir / "latest").write_text(final.name)
+        return final
+
+    def load_checkpoint(self) -> int:
+        """Restore the latest checkpoint of ``out_dir``; returns its iteration."""
+        from peft import set_peft_model_state_dict
+        from safetensors.torch import load_file
+        latest = self.out / "checkpoints" / "latest"
+        if not latest.exists():
+            raise FileNotFoundError(f"--resume: no checkpoint in {self.out / 'checkpoints'}; "
+                                    "run without --resume to start fresh")
+        d = self.out / "checkpoints" / latest.read_text().strip()
+        dev = next(self.model.parameters()).device
+        set_peft_model_state_dict(self.model, load_file(str(d / "adapter" / "adapter_model.safetensors"), device=str(dev)))
+        state = torch.load(d / "state.pt", weights_only=False)
+        self.optimizer.load_state_dict(state["optimizer"])
+        random.setstate(state["rng"]["python"])
+        np.random.set_state(state["rng"]["numpy"])
+        torch.set_rng_state(state["rng"]["torch"])
+        if "cuda" in state["rng"] and torch.cuda.is_available():
+            torch.cuda.set_rng_state_all(state["rng"]["cuda"])
+        return int(state["iteration"])
+
+    # ------------------------------------------------------------------ main loop
+    def train(self) -> dict:
+        from tqdm.auto import tqdm
+        c = self.cfg
+        done = self.start_iteration - 1
+        train_log = CsvLog(self.out / "train.csv", keep_upto=done if c.resume else None)
+        eval_log = CsvLog(self.out / "eval.csv", keep_upto=done if c.resume else None)
+        tb = None
+        if c.tensorboard:
+            try:
+                from torch.utils.tensorboard import SummaryWriter
+                tb = SummaryWriter(str(self.out / "tb"), purge_step=done + 1 if c.resume else None)
+            except ImportError:
+                print("tensorboard is not installed; logging to CSV only (pip install tensorboard)")
+        t_start = time.perf_counter()
+        summary = {"estimator": c.estimator, "seed": c.seed}
+
+        def run_eval(it):
+            ev = self.evaluate()
+            if ev:
+                eval_log.write({"iteration": it, **ev})
+                if tb:
+                    for k, v in ev.items():
+                        tb.add_scalar(f"eval/{k}", v, it)
+            return ev
+
+        if done == 0 and c.eval_before:
+            summary["eval_before"] = run_eval(0).get("eval_success")
+        bar = tqdm(range(self.start_iteration, c.iterations + 1), disable=not c.progress, desc=f"{c.estimator}")
+        for it in bar:
+            m = self.iteration(it)
+            train_log.write(m)
+            if tb:
+                for k, v in m.items():
+                    if k != "iteration":
+                        tb.add_scalar(f"train/{k}", v, it)
+            bar.set_postfix(success=f"{m['success']:.2f}", loss=f"{m['loss']:.3f}")
+            if c.eval_every and it % c.eval_every == 0 and it != c.iterations:
+                run_eval(it)
+            if (c.checkpoint_every and it % c.checkpoint_every == 0) or it == c.iterations:
+                self.save_checkpoint(it)
+        summary["eval_after"] = run_eval(c.iterations).get("eval_success")
+        self.model.save_pretrained(self.out / "adapter")
+        summary["wall_s"] = time.perf_counter() - t_start
+        if tb:
+            tb.close()
+        for col in self._collectors.values():
+            col.close()
+        self._collectors.clear()
+        (self.out / "summary.json").write_text(json.dumps(summary, indent=1))
+        return summary

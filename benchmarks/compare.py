@@ -1,0 +1,322 @@
+"""``bipace-compare``: learning curves of several estimators x seeds on one env, with the trainer.
+
+    bipace-compare                                           # embedded default: tiny model, TextCraft, CPU
+    bipace-compare --estimators grpo gigpo bipace --seeds 0 1 2 --iterations 20 --out runs/compare
+    bipace-compare --preset qwen1.5b --env alfworld --estimators grpo gigpo bipace --seeds 0 1 2
+    bipace-compare --set lr=1e-4 --set env_kwargs='{"depths": [1]}'   # any agents.config.TrainConfig field
+
+Runs are sequential in this process (one heavy job at a time), each an ``agents.trainer.Trainer`` with
+the preset's config plus your overrides, in ``<out>/runs/<estimator>_seed<k>/``. When the preset has an
+SFT warm start it is trained once and shared by every run, so all estimators start from one policy.
+A finished run (same config, ``summary.json`` present) is reused; ``--fresh`` reruns it.
+
+Outputs in ``--out``:
+- ``curves.csv``: one row per (estimator, seed, iteration): training success rate, score (mean mapped
+  episode return, 10 per win), singleton rate, clusters per group, mean group size (the estimator's step
+  groups; blank for GRPO), estimator/rollout/update seconds, rows, and held-out eval success at the
+  iterations where the trainer evaluated (iteration 0 = before training).
+- ``curves.png``: success vs iteration (mean and min-max band over seeds), eval success, singleton rate.
+- ``summary.md``: final success (mean ± std over seeds) and time per iteration split into parts.
+"""
+from __future__ import annotations
+
+import argparse
+import csv
+import dataclasses
+import json
+import os
+import shutil
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+# Each preset: TrainConfig overrides and the comparison's default estimators/seeds.
+PRESETS: dict[str, dict] = {
+    # Sized for ~15 minutes on 2 CPU cores: shallow TextCraft goals, short episodes, small groups, a
+    # shared SFT warm start so that RL starts from a policy that sometimes wins.
+    "embedded": {
+        "estimators": ["grpo", "gigpo", "bipace"], "seeds": [0, 1],
+        "config": dict(env="textcraft", model="tiny", env_kwargs='{"preset": "agentgym", "depths": [1, 2]}',
+                       max_steps=6, history_length=1, show_admissible=False, max_new_tokens=24,
+                       batch_tasks=4, group_size=4, lr=1e-3, mini_batch_rows=32, micro_batch_rows=16,
+                       iterations=10, eval_every=5, eval_tasks=0, eval_batch=77, checkpoint_every=0,
+                       sft_steps=400, sft_lr=3e-3, sft_batch=16, threads=1, tensorboard=False),
+    },
+    # The paper setting on one GPU (GiGPO/BiPACE 1.5B: G=8, 16 tasks, gamma 0.95, eps 0.05, LoRA).
+    "qwen1.5b": {
+        "estimators": ["grpo", "gigpo", "bipace"], "seeds": [0, 1, 2],
+        "config": dict(env="alfworld", model="Qwen/Qwen2.5-1.5B-Instruct", dtype="bfloat16", device="cuda",
+                       gradient_checkpointing=True, batch_tasks=16, group_size=8, max_new_tokens=512,
+                       max_prompt_tokens=4096, truncation="left", iterations=150, eps=0.05,
+                       mode="mean_std_norm", eval_every=5, eval_tasks=128, tensorboard=True),
+    },
+}
+STYLES, MARKERS = ["-", "--", "-.", ":"], ["o", "s", "^", "D", "v", "P"]
+CSV_FIELDS = ["estimator", "seed", "iteration", "success", "score", "singleton_rate", "clusters_per_group",
+              "mean_group_size", "estimator_s", "rollout_s", "update_s", "rows", "eval_success"]
+
+
+def make_trainer_class():
+    """The trainer with the estimator timed and its step groups measured on every iteration."""
+    from agents.trainer import Trainer
+    from benchmarks.group_stats import group_stats, step_groups
+
+    class InstrumentedTrainer(Trainer):
+        def advantages(self, ro):
+            t0 = time.perf_counter()
+            adv = super().advantages(ro)
+            self._estimator_s = time.perf_counter() - t0
+            c = self.cfg
+            codes = step_groups(ro.batch, c.estimator, gamma=c.gamma, mode=c.mode, eps=c.eps, pace=c.pace)
+            self._groups = group_stats(ro.batch, codes)
+            return adv
+
+        def iteration(self, it: int) -> dict:
+            m = super().iteration(it)
+            # the trainer's update_s starts after the rollout, so it includes the estimator
+            m.update(self._groups, estimator_s=self._estimator_s, update_s=m["update_s"] - self._estimator_s,
+                     score=m["episode_return"])
+            return m
+
+    return InstrumentedTrainer
+
+
+def parse_overrides(items: list[str]) -> dict:
+    from agents.config import TrainConfig
+    types = {f.name: f.type for f in dataclasses.fields(TrainConfig)}
+    out = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        key = key.strip().replace("-", "_")
+        if not sep or key not in types:
+            raise ValueError(f"--set expects FIELD=VALUE with a TrainConfig field; got {item!r}. "
+                             f"Fields: {sorted(types)}")
+        typ = types[key] if isinstance(types[key], str) else types[key].__name__
+        if typ == "bool":
+            if value.lower() not in ("1", "0", "true", "false", "yes", "no"):
+                raise ValueError(f"--set {key}: expected true/false, got {value!r}")
+            out[key] = value.lower() in ("1", "true", "yes")
+        else:
+            out[key] = {"int": int, "float": float}.get(typ, str)(value)
+    return out
+
+
+def run_one(cfg, warm_start: Path | None, fresh: bool) -> Path:
+    """Train one (estimator, seed); reuse it when a finished run with the same config is on disk."""
+    out = Path(cfg.out_dir)
+    done = out / "summary.json"
+    if not fresh and done.exists() and (out / "config.json").exists():
+        if json.loads((out / "config.json").read_text()) == dataclasses.asdict(cfg):
+            print(f"reusing finished run {out}")
+            return out
+    if out.exists():
+        shutil.rmtree(out)
+    if warm_start is not None and (warm_start / "config.json").exists():
+        shutil.copytree(warm_start, out / "warm_start")        # the trainer loads it instead of redoing SFT
+    make_trainer_class()(cfg).train()
+    return out
+
+
+def read_run(run_dir: Path, estimator: str, seed: int, start_eval: str = "") -> list[dict]:
+    """The run's per-iteration rows; `start_eval` fills iteration 0 for runs that skipped it."""
+    with open(run_dir / "train.csv") as f:
+        train = list(csv.DictReader(f))
+    evals = {0: start_eval} if start_eval != "" else {}
+    if (run_dir / "eval.csv").exists():
+        with open(run_dir / "eval.csv") as f:
+            evals.update({int(r["iteration"]): r["eval_success"] for r in csv.DictReader(f)})
+    rows = []
+    if 0 in evals:
+        rows.append({"estimator": estimator, "seed": seed, "iteration": 0, "eval_success": evals[0]})
+    for r in train:
+        it = int(r["iteration"])
+        row = {k: r.get(k, "") for k in CSV_FIELDS if k not in ("estimator", "seed")}
+        row.update(estimator=estimator, seed=seed, iteration=it, eval_success=evals.get(it, ""))
+        rows.append({k: "" if v == "nan" else v for k, v in row.items()})
+    return rows
+
+
+def _nanmean(values) -> float:
+    values = np.asarray(values, dtype=float)
+    return float(np.mean(values[~np.isnan(values)])) if (~np.isnan(values)).any() else float("nan")
+
+
+def _num(rows, key):
+    return np.array([float(r[key]) if r.get(key, "") not in ("", None) else np.nan for r in rows])
+
+
+def curves(rows: list[dict], estimator: str, key: str) -> tuple[np.ndarray, np.ndarray]:
+    """(iterations, values[seed, iteration]) of one metric; NaN where a seed has no value."""
+    mine = [r for r in rows if r["estimator"] == estimator and r.get(key, "") not in ("", None)]
+    its = sorted({int(r["iteration"]) for r in mine})
+    seeds = sorted({int(r["seed"]) for r in mine})
+    grid = np.full((len(seeds), len(its)), np.nan)
+    for r in mine:
+        grid[seeds.index(int(r["seed"])), its.index(int(r["iteration"]))] = float(r[key])
+    return np.array(its), grid
+
+
+def plot(rows: list[dict], estimators: list[str], path: Path, title: str) -> None:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
+    panels = [("success", "training success rate (%)", 100.0),
+              ("eval_success", "held-out success rate (%)", 100.0),
+              ("singleton_rate", "singleton rate (% of step rows)", 100.0)]
+    fig, axes = plt.subplots(1, 3, figsize=(15, 4.3))
+    colours = plt.get_cmap("tab10")
+    for ax, (key, label, scale) in zip(axes, panels):
+        for k, est in enumerate(estimators):
+            its, grid = curves(rows, est, key)
+            if not len(its):
+                continue
+            mean = np.nanmean(grid, axis=0) * scale
+            n = grid.shape[0]
+            # distinct dashes and markers keep overlapping curves (e.g. all at 0%) distinguishable
+            ax.plot(its, mean, ls=STYLES[k % len(STYLES)], marker=MARKERS[k % len(MARKERS)], color=colours(k),
+                    ms=4, label=f"{est} (mean of {n} seed{'s' * (n > 1)})")
+            if n > 1:
+                ax.fill_between(its, np.nanmin(grid, 0) * scale, np.nanmax(grid, 0) * scale, color=colours(k),
+                                alpha=0.18, lw=0)
+        ax.set_xlabel("RL iteration (one rollout batch + PPO update)")
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        ax.set_ylabel(label)
+        ax.set_ylim(-3, 103)
+        ax.grid(alpha=0.3)
+        if key == "singleton_rate" and not ax.lines:
+            ax.text(0.5, 0.5, "no step groups (GRPO only)", ha="center", transform=ax.transAxes)
+    axes[0].legend(loc="best", fontsize=8, title="line: mean, band: min-max over seeds", title_fontsize=8)
+    fig.suptitle(title, fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def _ms(values, fmt="{:.1f}") -> str:
+    values = np.asarray(values, dtype=float)
+    values = values[~np.isnan(values)]
+    if not len(values):
+        return "n/a"
+    return (fmt + " ± " + fmt).format(values.mean(), values.std(ddof=1) if len(values) > 1 else 0.0)
+
+
+def summary_table(rows: list[dict], estimators: list[str], walls: dict, last: int, header: str) -> str:
+    names = ["estimator", "seeds", f"train success % (last {last} it.)", "held-out success % (end)",
+             "held-out success % (start)", "singleton rate %", "clusters / group", "mean group size",
+             "estimator ms / it.", "rollout s / it.", "update s / it.", "wall s / run"]
+    lines = [header, "", "| " + " | ".join(names) + " |", "|" + "---|" * len(names)]
+    for est in estimators:
+        mine = [r for r in rows if r["estimator"] == est and r.get("success", "") != ""]
+        seeds = sorted({int(r["seed"]) for r in mine})
+        _, succ = curves(rows, est, "success")
+        ev_its, ev = curves(rows, est, "eval_success")
+        final = [_nanmean(s[-last:]) * 100 for s in succ]
+        ev_end = [s[~np.isnan(s)][-1] * 100 for s in ev if (~np.isnan(s)).any()]
+        ev_start = [s[0] * 100 for s in ev] if len(ev_its) and ev_its[0] == 0 else []
+        per_seed = lambda key: [_nanmean(_num([r for r in mine if int(r["seed"]) == s], key)) for s in seeds]
+        lines.append("| " + " | ".join([
+            est, str(len(seeds)), _ms(final), _ms(ev_end), _ms(ev_start),
+            _ms(np.array(per_seed("singleton_rate")) * 100), _ms(per_seed("clusters_per_group")),
+            _ms(per_seed("mean_group_size"), "{:.2f}"),
+            _ms(np.array(per_seed("estimator_s")) * 1000, "{:.2f}"), _ms(per_seed("rollout_s")),
+            _ms(per_seed("update_s")), _ms([walls.get((est, s), np.nan) for s in seeds], "{:.0f}")]) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def write_outputs(rows, estimators, walls, out: Path, title: str, last: int) -> str:
+    with open(out / "curves.csv", "w", newline="") as f:
+        w = csv.DictWriter(f, CSV_FIELDS, extrasaction="ignore")
+        w.writeheader()
+        w.writerows(rows)
+    table = summary_table(rows, estimators, walls, last, f"{title}; mean ± std over seeds.")
+    (out / "summary.md").write_text(table)
+    plot(rows, estimators, out / "curves.png", title)
+    return table
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="bipace-compare", description=__doc__.split("\n\n")[0],
+                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    p.add_argument("--preset", choices=sorted(PRESETS), default="embedded",
+                   help="base TrainConfig and defaults")
+    p.add_argument("--estimators", nargs="+", help="estimators to compare (default: the preset's)")
+    p.add_argument("--seeds", nargs="+", type=int, help="training seeds (default: the preset's)")
+    p.add_argument("--env", help="override the preset's env")
+    p.add_argument("--model", help="override the preset's model")
+    p.add_argument("--iterations", type=int, help="override the preset's RL iterations")
+    p.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
+                   help="any agents.config.TrainConfig field (repeatable), e.g. --set batch_tasks=8")
+    p.add_argument("--out", default="runs/compare", help="output folder")
+    p.add_argument("--last", type=int, default=3, help="iterations averaged for the final training success")
+    p.add_argument("--fresh", action="store_true", help="rerun finished runs instead of reusing them")
+    return p
+
+
+def main(argv=None) -> int:
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+    args = build_parser().parse_args(argv)
+    from agents.config import TrainConfig
+    from estimators import available_estimators
+    from tqdm.auto import tqdm
+    preset = PRESETS[args.preset]
+    estimators = args.estimators or preset["estimators"]
+    seeds = args.seeds if args.seeds is not None else preset["seeds"]
+    unknown = [e for e in estimators if e not in available_estimators()]
+    if unknown:
+        print(f"bipace-compare: error: unknown estimator(s) {unknown}; available: {available_estimators()}",
+              file=sys.stderr)
+        return 2
+    try:
+        overrides = {**preset["config"], **{k: getattr(args, k) for k in ("env", "model", "iterations")
+                                            if getattr(args, k) is not None}, **parse_overrides(args.set)}
+    except ValueError as exc:
+        print(f"bipace-compare: error: {exc}", file=sys.stderr)
+        return 2
+    try:
+        import matplotlib  # noqa: F401  (fail before hours of training, not after)
+    except ImportError:
+        print("bipace-compare: error: the learning-curve plot needs matplotlib: pip install 'bipace[bench]'",
+              file=sys.stderr)
+        return 2
+    out = Path(args.out)
+    (out / "runs").mkdir(parents=True, exist_ok=True)
+    base = TrainConfig(**overrides)
+    title = (f"{base.env} / {base.model} / preset {args.preset}: {base.iterations} iterations x "
+             f"{base.batch_tasks} tasks x G={base.group_size}")
+    rows, walls, warm, start_eval = [], {}, None, ""
+    jobs = [(e, s) for s in seeds for e in estimators]
+    bar = tqdm(jobs, desc="compare", unit="run", position=0)
+    for est, seed in bar:
+        bar.set_postfix(estimator=est, seed=seed)
+        # Every run starts from the same policy (shared warm start, LoRA adapter initialised as a no-op)
+        # and evaluates on fixed episodes and decoding seeds, so the before-training evaluation is the
+        # same for all runs: only the first run makes it.
+        cfg = dataclasses.replace(base, estimator=est, seed=seed, eval_before=base.eval_before and not rows,
+                                  out_dir=str(out / "runs" / f"{est}_seed{seed}"))
+        t0 = time.perf_counter()
+        try:
+            run_dir = run_one(cfg, warm, args.fresh)
+        except (ValueError, FileNotFoundError, NotImplementedError) as exc:
+            print(f"bipace-compare: error in run {est} seed {seed}: {exc}", file=sys.stderr)
+            return 2
+        summary = json.loads((run_dir / "summary.json").read_text())
+        walls[(est, seed)] = summary.get("wall_s", time.perf_counter() - t0)
+        if warm is None and (run_dir / "warm_start" / "config.json").exists():
+            warm = run_dir / "warm_start"        # the first run's SFT model starts every later run
+        rows += read_run(run_dir, est, seed, start_eval)
+        if not rows[0]["iteration"] and start_eval == "":
+            start_eval = rows[0]["eval_success"]
+        write_outputs(rows, estimators, walls, out, title, args.last)   # partial results survive a crash
+    table = write_outputs(rows, estimators, walls, out, title, args.last)
+    print(table)
+    print(f"wrote {out / 'curves.csv'}, {out / 'curves.png'}, {out / 'summary.md'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,56 @@
+import pytest
+
+from agents.prompts import PromptSettings, make_prompter
+
+
+def _run(p, steps):
+    obs0 = "Crafting commands:\ncraft 1 stick using 2 oak planks\n\nGoal: craft stick."
+    info = {"admissible_actions": ["get 2 oak planks", "craft 1 stick using 2 oak planks"]}
+    p.reset(0, obs0, info)
+    obs = obs0
+    for k in range(steps):
+        p.record(0, obs, f"act {k}")
+        obs = f"reply {k}"
+    return p.user_text(0, obs, info)
+
+
+def test_step0_has_observation_actions_and_format():
+    text = _run(make_prompter("textcraft"), 0)
+    assert "Goal: craft stick." in text and "'get 2 oak planks'" in text
+    assert "<think>" in text and "<action>" in text and "Prior to this step" not in text
+
+
+def test_history_keeps_last_h_and_counts_steps():
+    text = _run(make_prompter("textcraft", PromptSettings(history_length=2)), 4)
+    assert "already taken 4 step(s)" in text and "step 5" in text
+    assert "Action 3: 'act 2'" in text and "Action 4: 'act 3'" in text and "act 1'" not in text
+    assert "current observation is: reply 3" in text
+
+
+def test_textcraft_does_not_repeat_recipes_in_history():
+    text = _run(make_prompter("textcraft"), 1)
+    assert text.count("craft 1 stick using 2 oak planks") == 2   # task text + admissible list
+
+
+def test_compact_textcraft_task_is_goal_line():
+    text = _run(make_prompter("textcraft", PromptSettings(compact=True, require_think=False)), 1)
+    assert "Your task is to: Goal: craft stick." in text and "<think>" not in text
+
+
+def test_webshop_and_alfworld_formatting():
+    ws = make_prompter("webshop")
+    obs = "WebShop [SEP] Instruction: [SEP] buy a red shirt [SEP] Search"
+    ws.reset(0, obs, {})
+    assert ws.tasks[0] == "buy a red shirt" and ws.format_obs(obs) == "'Search'"
+    alf = make_prompter("alfworld")
+    alf.reset(0, "You are in a room. Your task is to: put a mug on desk.", {})
+    assert alf.tasks[0] == "put a mug on desk."
+    assert "help" not in alf.format_actions(["go to desk 1", "help"])
+
+
+def test_messages_always_have_a_system_turn_and_unknown_env_fails():
+    p = make_prompter("alfworld")
+    p.reset(0, "obs", {})
+    assert p.messages(0, "obs", {})[0]["role"] == "system"
+    with pytest.raises(ValueError, match="registered"):
+        make_prompter("minecraft")

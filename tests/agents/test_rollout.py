@@ -1,0 +1,82 @@
+import numpy as np
+import pytest
+import torch
+
+from agents.envs import reward_won
+from agents.prompts import PromptSettings, make_prompter
+from agents.rollout import RolloutCollector, RolloutSettings
+from agents.ppo import response_logprobs
+
+
+def _collector(tiny, make_env, n=4, **kw):
+    model, tok = tiny
+    rs = RolloutSettings(max_steps=3, max_new_tokens=6, require_think=False, **kw)
+    return RolloutCollector(model, tok, make_env, n, make_prompter("textcraft", PromptSettings(require_think=False)),
+                            rs, reward_won)
+
+
+def test_rows_groups_and_fields(tiny, fake_env_factory):
+    col = _collector(tiny, fake_env_factory)
+    torch.manual_seed(0)
+    ro = col.collect([0, 0, 5, 5], [3, 3, 4, 4], [7, 7, 8, 8])
+    b = ro.batch
+    # one row per active step; every episode ran until it ended (won or truncated at 3 steps)
+    assert len(b.reward) == ro.episode_length.sum() == len(ro.response_ids)
+    for e in range(4):
+        steps = b.step_idx[ro.env_index == e]
+        assert steps.tolist() == list(range(len(steps)))
+    assert set(b.group_id[ro.env_index < 2]) == {7} and set(b.group_id[ro.env_index >= 2]) == {8}
+    # the anchor is the observation the action was taken on: step 0 = the reset text of the task
+    first = b.anchor[b.step_idx == 0]
+    assert first[0] == first[1] and "Goal: craft oak log block." in first[0] and first[0] != first[2]
+    assert b.embedding.shape == (len(b.reward), tiny[0].config.hidden_size)
+    assert np.allclose(np.linalg.norm(b.embedding, axis=1), 1, atol=1e-5)
+    assert all(len(lp) == len(r) for lp, r in zip(ro.old_logprobs, ro.response_ids))
+    col.close()
+
+
+def test_hidden_state_is_the_last_prompt_token_of_the_chosen_layer(tiny, fake_env_factory):
+    model, tok = tiny
+    col = _collector(tiny, fake_env_factory, hidden_layer=-2)
+    texts = ["<|im_start|>user\nGoal: craft stick.<|im_end|>\n<|im_start|>assistant\n",
+             "<|im_start|>user\nshort<|im_end|>\n<|im_start|>assistant\n"]
+    p_ids, _, _, _, emb = col.generate(texts)
+    for k, p in enumerate(p_ids):
+        with torch.no_grad():
+            hs = model(input_ids=p[None], output_hidden_states=True).hidden_states[-2][0, -1]
+        ref = torch.nn.functional.normalize(hs.float(), dim=0).numpy()
+        assert np.allclose(emb[k], ref, atol=1e-4)
+    col.close()
+
+
+def test_old_logprobs_match_a_fresh_forward(tiny, fake_env_factory):
+    model, tok = tiny
+    col = _collector(tiny, fake_env_factory, temperature=1.0)
+    torch.manual_seed(1)
+    ro = col.collect([1, 1, 2, 2], [0, 0, 1, 1], [0, 0, 1, 1])
+    with torch.no_grad():
+        lp, _, mask = response_logprobs(model, ro.prompt_ids[:4], ro.response_ids[:4], tok.pad_token_id)
+    for k in range(4):
+        n = len(ro.response_ids[k])
+        assert torch.allclose(lp[k, :n], ro.old_logprobs[k], atol=1e-4)
+    col.close()
+
+
+def test_capture_off_gives_no_embedding_and_bad_inputs_fail(tiny, fake_env_factory):
+    col = _collector(tiny, fake_env_factory, n=2, capture_hidden=False)
+    ro = col.collect([0, 0], [0, 0], [0, 0])
+    assert ro.batch.embedding is None
+    with pytest.raises(ValueError, match="one task id"):
+        col.collect([0], [0, 0], [0, 0])
+    col.close()
+
+
+def test_overlong_prompt_is_an_error_unless_left_truncation(tiny, fake_env_factory):
+    col = _collector(tiny, fake_env_factory, n=2, max_prompt_tokens=10)
+    with pytest.raises(ValueError, match="max_prompt_tokens"):
+        col.collect([0, 0], [0, 0], [0, 0])
+    col.close()
+    col = _collector(tiny, fake_env_factory, n=2, max_prompt_tokens=10, truncation="left")
+    ro = col.collect([0, 0], [0, 0], [0, 0])
+    assert max(len(p) for p in ro.prompt_ids) <= 10
+    col.close()

@@ -1,0 +1,102 @@
+import json
+
+import pytest
+import torch
+
+from agents.config import TrainConfig
+from agents.envs import get_env_spec, reward_webshop, reward_won
+from agents.ppo import low_var_kl, ppo_terms
+from agents.trainer import Trainer
+from fake_env import FakeCraftEnv
+
+
+def _cfg(tmp_path, **kw):
+    base = dict(env="textcraft", estimator="bipace", model="tiny", out_dir=str(tmp_path), batch_tasks=2,
+                group_size=2, max_new_tokens=6, max_steps=3, iterations=2, eval_every=0, eval_tasks=2,
+                eval_batch=2, checkpoint_every=1, lora_rank=4, lora_alpha=8, lr=1e-2, mini_batch_rows=4,
+                micro_batch_rows=3, tensorboard=False, progress=False)
+    base.update(kw)
+    return TrainConfig(**base)
+
+
+def _trainer(cfg):
+    return Trainer(cfg, make_env=lambda: FakeCraftEnv(max_steps=3), train_tasks=list(range(8)),
+                   eval_tasks=[8, 9])
+
+
+def test_one_iteration_changes_lora_weights_and_nothing_else(tmp_path):
+    tr = _trainer(_cfg(tmp_path))
+    before = {n: p.detach().clone() for n, p in tr.model.named_parameters()}
+    m = tr.iteration(1)
+    assert m["rows"] > 0 and m["grad_norm"] > 0
+    changed = {n for n, p in tr.model.named_parameters() if not torch.equal(before[n], p.detach())}
+    lora = {n for n in before if "lora_" in n}
+    assert changed and changed <= lora
+    assert any("lora_B" in n for n in changed)   # B starts at zero, so the adapter really moved
+
+
+def test_resume_after_checkpoint_gives_the_same_next_iteration(tmp_path):
+    straight = _trainer(_cfg(tmp_path / "a"))
+    straight.iteration(1)
+    expected = straight.iteration(2)
+
+    first = _trainer(_cfg(tmp_path / "b"))
+    first.iteration(1)
+    first.save_checkpoint(1)
+    del first                                    # "killed" after the checkpoint
+    resumed = _trainer(_cfg(tmp_path / "b", resume=True))
+    assert resumed.start_iteration == 2
+    got = resumed.iteration(2)
+    assert expected["loss"] != 0.0
+    assert got["loss"] == pytest.approx(expected["loss"], rel=1e-6, abs=1e-9)
+    assert got["rows"] == expected["rows"] and got["pg_loss"] == pytest.approx(expected["pg_loss"], abs=1e-9)
+
+
+def test_resume_without_checkpoint_is_a_clear_error(tmp_path):
+    with pytest.raises(FileNotFoundError, match="no checkpoint"):
+        _trainer(_cfg(tmp_path, resume=True))
+
+
+def test_train_writes_logs_adapter_and_summary(tmp_path):
+    tr = _trainer(_cfg(tmp_path, iterations=2, eval_every=1, estimator="grpo", kl_coef=0.0))
+    s = tr.train()
+    assert (tmp_path / "adapter" / "adapter_config.json").exists()
+    assert (tmp_path / "checkpoints" / "latest").read_text() == "iter_000002"
+    rows = (tmp_path / "train.csv").read_text().splitlines()
+    assert len(rows) == 3 and rows[0].startswith("loss,")
+    assert len((tmp_path / "eval.csv").read_text().splitlines()) == 4      # header + it 0, 1, 2
+    assert json.loads((tmp_path / "summary.json").read_text())["estimator"] == "grpo"
+    assert 0.0 <= s["eval_before"] <= 1.0
+
+
+def test_unknown_estimator_is_reported(tmp_path):
+    with pytest.raises(ValueError, match="available"):
+        _trainer(_cfg(tmp_path, estimator="ppo"))
+
+
+def test_dual_clip_and_clip_semantics():
+    old = torch.zeros(1, 4)
+    logp = torch.log(torch.tensor([[0.5, 1.1, 1.5, 10.0]]))
+    mask = torch.ones(1, 4)
+    pos = ppo_terms(logp, old, torch.ones(1, 4), mask)["pg"]
+    assert torch.allclose(pos, -torch.tensor([[0.5, 1.1, 1.2, 1.2]]))      # upper clip for A > 0
+    neg = ppo_terms(logp, old, -torch.ones(1, 4), mask)["pg"]
+    assert torch.allclose(neg, torch.tensor([[0.8, 1.1, 1.5, 3.0]]))       # lower clip, dual clip at c=3
+    assert torch.all(low_var_kl(logp, logp) == 0) and torch.all(low_var_kl(logp, old) >= 0)
+
+
+def test_reward_maps_follow_the_papers():
+    assert reward_won(1.0, True, {"won": True}) == 10.0 and reward_won(0.0, False, {"won": False}) == 0.0
+    assert reward_webshop(1.0, True, {}) == 10.0 and reward_webshop(0.75, True, {}) == 0.0
+    assert get_env_spec("webshop").fallback_chars == 20
+    with pytest.raises(ValueError, match="registered"):
+        get_env_spec("nethack")
+
+
+def test_recomputed_old_logprobs_match_the_rollout_ones(tmp_path):
+    tr = _trainer(_cfg(tmp_path, old_logprobs="recompute"))
+    ro, _ = tr.rollout(1)
+    fresh = tr._old_logprobs(ro)
+    for a, b in zip(fresh, ro.old_logprobs):
+        assert torch.allclose(a, b, atol=1e-4)
+    assert tr.update(ro, tr.advantages(ro), __import__("numpy").random.default_rng(0))["loss"] != 0.0
