@@ -12,7 +12,7 @@ def readme_commands():
 
 def test_readme_opens_with_main_and_test_commands():
     main, test = readme_commands()[:2]
-    assert main.startswith("pip install torch==2.13.0 && pip install -e .")
+    assert main.startswith("pip install torch==2.13.0 && pip install -e ")
     assert test.startswith("pip install torch==2.13.0 && pip install -e \".[test]\"") and "pytest" in test
 
 
