@@ -1,0 +1,98 @@
+"""The expert wins real and generated games through the env; goal-condition scores track progress.
+
+A sample runs by default; ``-m slow`` runs every real validation game (274) and 100 generated games per
+task type (600), the figures reported by ``benchmarks/alfworld_expert_sweep.py``.
+"""
+from __future__ import annotations
+
+from collections import Counter
+
+import pytest
+
+from bipace_envs.alfworld.env import ALFWorldEnv
+from bipace_envs.alfworld.games import TASK_TYPES
+
+README_COUNTS = {  # ../shared/data/alfworld/README.md
+    "valid_seen": dict(look_at_obj_in_light=13, pick_and_place_simple=35, pick_clean_then_place_in_recep=27,
+                       pick_heat_then_place_in_recep=16, pick_cool_then_place_in_recep=25,
+                       pick_two_obj_and_place=24),
+    "valid_unseen": dict(look_at_obj_in_light=18, pick_and_place_simple=24, pick_clean_then_place_in_recep=31,
+                         pick_heat_then_place_in_recep=23, pick_cool_then_place_in_recep=21,
+                         pick_two_obj_and_place=17),
+}
+
+
+def play_expert(env, task_id, max_steps=150):
+    """Expert episode: (won, steps, goal-condition trace, rewards)."""
+    obs, info = env.reset(seed=0, options={"task_id": task_id, "expert": True})
+    gcs, rewards = [info["goal_condition_success"]], []
+    won = info["won"]
+    while not won and len(rewards) < max_steps:
+        action = info["expert_action"]
+        assert action in info["admissible_actions"], action
+        obs, r, won, trunc, info = env.step(action)
+        gcs.append(info["goal_condition_success"])
+        rewards.append(r)
+    return won, len(rewards), gcs, rewards
+
+
+def one_per_task_type(task_ids, key):
+    seen, out = set(), []
+    for t in task_ids:
+        if key(t) not in seen:
+            seen.add(key(t))
+            out.append(t)
+    return out
+
+
+@pytest.mark.parametrize("split", ["valid_seen", "valid_unseen"])
+def test_real_split_counts(alfworld_data, split):
+    env = ALFWorldEnv(data_dir=alfworld_data, split=split)
+    counts = Counter(t.split("/")[1].split("-")[0] for t in env.task_ids)
+    assert counts == README_COUNTS[split]
+
+
+def test_expert_wins_real_sample(alfworld_data):
+    env = ALFWorldEnv(data_dir=alfworld_data, split="valid_unseen", max_steps=151)
+    # One game per task type, taken from the middle of each task's block of trials.
+    sample = one_per_task_type(env.task_ids[7::9], key=lambda t: t.split("/")[1].split("-")[0])
+    assert len(sample) == 6
+    for tid in sample:
+        won, steps, gcs, rewards = play_expert(env, tid)
+        assert won, tid
+        assert gcs[-1] == 1.0 and max(gcs[:-1]) < 1.0 and rewards[-1] == 1.0 and sum(rewards) == 1.0
+
+
+def test_goal_conditions_count_partial_progress(alfworld_data):
+    """pick_two: placing the first object is half the goal, the second one wins."""
+    env = ALFWorldEnv(data_dir=alfworld_data, split="valid_seen", task_types=["pick_two_obj_and_place"],
+                      max_steps=151)
+    won, steps, gcs, _ = play_expert(env, env.task_ids[0])
+    assert won and sorted(set(gcs)) == [0.0, 0.5, 1.0]
+
+
+def test_expert_wins_generated_sample(gen_cache):
+    env = ALFWorldEnv(split="test", games_per_task=1, cache_dir=gen_cache, max_steps=151)
+    assert len(env.task_ids) == 6
+    for tid in env.task_ids:
+        won, steps, gcs, rewards = play_expert(env, tid)
+        assert won, tid
+        assert gcs[-1] == 1.0 and gcs[0] < 1.0
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("split", ["valid_seen", "valid_unseen"])
+def test_expert_wins_every_real_game(alfworld_data, split):
+    env = ALFWorldEnv(data_dir=alfworld_data, split=split, max_steps=151)
+    lost = [tid for tid in env.task_ids if not play_expert(env, tid)[0]]
+    assert lost == [] and len(env.task_ids) == sum(README_COUNTS[split].values())
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("task_type", list(TASK_TYPES.values()))
+def test_expert_wins_100_generated_games_per_task(tmp_path_factory, task_type):
+    cache = tmp_path_factory.getbasetemp() / "alfworld-gen-100"
+    env = ALFWorldEnv(split="train", task_types=[task_type], games_per_task=100, cache_dir=cache,
+                      max_steps=151)
+    lost = [tid for tid in env.task_ids if not play_expert(env, tid)[0]]
+    assert lost == []
