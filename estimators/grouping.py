@@ -95,7 +95,7 @@ def history_groups(batch: StepBatch, level: int, estimator: str = "hgpo") -> np.
     return out
 
 
-def bigpo_clusters(batch: StepBatch, eps: float, estimator: str = "bigpo", block: int = 32) -> np.ndarray:
+def bigpo_clusters(batch: StepBatch, eps: float, estimator: str = "bigpo", block: int = 12) -> np.ndarray:
     """BiGPO greedy single-pass clustering by cosine distance, per rollout group.
 
     Rows are visited in canonical order; each joins the nearest running-mean centroid (re-normalised;
@@ -103,7 +103,8 @@ def bigpo_clusters(batch: StepBatch, eps: float, estimator: str = "bigpo", block
     (cosine 0 to everything). All groups advance together, one canonical position at a time, and
     positions are processed in blocks: dot products against the centroids at the block start come
     from one batched matmul, and the changes made inside the block are added from the block's own
-    Gram matrix, so the Python loop runs max-group-size times, never per pair.
+    Gram matrix, so the Python loop runs max-group-size times, never per pair. Blocks of ~12 rows keep
+    the working set in cache (at 24+ the batched matmuls got 1.7x slower here).
     """
     if not np.isfinite(eps) or eps < 0:
         raise ValueError(f"eps (BiGPO cosine-distance threshold) must be a finite number >= 0; got {eps}")
