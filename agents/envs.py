@@ -22,8 +22,9 @@ def reward_won(reward: float, terminated: bool, info: dict) -> float:
 
 
 def reward_webshop(reward: float, terminated: bool, info: dict) -> float:
-    """10 only for a perfect purchase; partial scores stay a metric (info['task_score'])."""
-    return 10.0 if terminated and reward >= 1.0 else 0.0
+    """10 only for a perfect purchase; partial scores stay a metric. Reads info['score'] (in [0, 1])
+    so it is right whichever reward_mode the env was made with."""
+    return 10.0 if terminated and info.get("score", reward) >= 1.0 else 0.0
 
 
 def _call_unwrapped(name: str):
@@ -59,10 +60,25 @@ def textcraft_tasks(env, split: str) -> list[str]:
     return list_tasks(cfg.preset, split, cfg.depths)
 
 
+def split_bound_tasks(env, split: str) -> list:
+    """WebShop and ALFWorld fix their split at construction: list the env's own task ids when the
+    split matches, and say so plainly otherwise."""
+    u = env.unwrapped
+    own = getattr(u, "split", None) or getattr(getattr(u, "cfg", None), "split", None)
+    if own != split:
+        raise NotImplementedError(
+            f"{type(u).__name__} was made for split {own!r}; its {split!r} tasks need a second env "
+            f"(make_env(split={split!r})), which bipace-train does not build yet: pass train_tasks/"
+            "eval_tasks to Trainer explicitly")
+    ids = u.task_ids
+    return list(ids() if callable(ids) else ids)
+
+
 ENV_SPECS: dict[str, EnvSpec] = {
     "textcraft": EnvSpec("textcraft", "bipace/TextCraft-v0", reward_won, max_steps=50, tasks=textcraft_tasks),
-    "alfworld": EnvSpec("alfworld", "bipace/ALFWorld-v0", reward_won, max_steps=50),
-    "webshop": EnvSpec("webshop", "bipace/WebShop-v0", reward_webshop, max_steps=15, fallback_chars=20),
+    "alfworld": EnvSpec("alfworld", "bipace/ALFWorld-v0", reward_won, max_steps=50, tasks=split_bound_tasks),
+    "webshop": EnvSpec("webshop", "bipace/WebShop-v0", reward_webshop, max_steps=15, fallback_chars=20,
+                       tasks=split_bound_tasks),
 }
 
 
