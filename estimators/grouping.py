@@ -20,7 +20,8 @@ def _require(batch: StepBatch, field: str, estimator: str) -> np.ndarray:
     return value
 
 
-def _dense(*columns: np.ndarray) -> np.ndarray:
+def dense_codes(*columns: np.ndarray) -> np.ndarray:
+    """Dense int codes of the distinct rows of the stacked int columns."""
     _, inverse = np.unique(np.stack(columns, axis=1), axis=0, return_inverse=True)
     return inverse.reshape(-1).astype(np.int64)
 
@@ -29,7 +30,7 @@ def exact_anchor_groups(batch: StepBatch, estimator: str = "gigpo") -> np.ndarra
     """GiGPO exact mode: key (group_id, anchor); time and trajectory are ignored, so a trajectory
     revisiting a state joins its own earlier step."""
     anchor = _require(batch, "anchor", estimator)
-    return _dense(batch.view.group, hashable_codes(anchor))
+    return dense_codes(batch.view.group, hashable_codes(anchor))
 
 
 def similarity_anchor_groups(batch: StepBatch, similarity_thresh: float,
@@ -91,7 +92,7 @@ def history_groups(batch: StepBatch, level: int, estimator: str = "hgpo") -> np.
         cols = [view.group[rows]]
         for back in range(level - 1, -1, -1):
             cols.append(grid[view.traj[rows], view.pos[rows] - back])
-        out[rows] = _dense(*cols)
+        out[rows] = dense_codes(*cols)
     return out
 
 

@@ -9,14 +9,15 @@ option no estimator knows is an error.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, fields, replace
 from typing import Callable, Optional
 
 import numpy as np
 
 from . import grouping
-from .batch import StepBatch
-from .returns import check_mode, discounted_returns, episode_advantage, group_normalize, penalty
+from .batch import StepBatch, hashable_codes
+from .returns import (check_mode, discounted_returns, episode_advantage, flat_groups, group_normalize,
+                      penalty)
 
 
 @dataclass(frozen=True)
@@ -100,9 +101,7 @@ def _step_norm(batch: StepBatch, o: EstimatorOptions, groups: np.ndarray) -> np.
 
 def pace_step_term(returns: np.ndarray, clusters: np.ndarray, keys: np.ndarray, o: EstimatorOptions) -> np.ndarray:
     """PACE action-conditioned peer baselines inside each cluster (spec §6.3)."""
-    from .batch import hashable_codes
-
-    ck = np.unique(np.stack([clusters, hashable_codes(keys)], axis=1), axis=0, return_inverse=True)[1].reshape(-1)
+    ck = grouping.dense_codes(clusters, hashable_codes(keys))
     n_c, n_ck = int(clusters.max()) + 1, int(ck.max()) + 1
     c_count = np.bincount(clusters, minlength=n_c).astype(np.float64)
     c_sum = np.bincount(clusters, weights=returns, minlength=n_c)
@@ -122,11 +121,7 @@ def pace_step_term(returns: np.ndarray, clusters: np.ndarray, keys: np.ndarray, 
         sq = np.bincount(clusters, weights=(returns - mean[clusters]) ** 2, minlength=n_c)
         std = np.sqrt(sq / np.maximum(c_count - 1, 1))
         if o.equal_tol is not None:
-            hi = np.full(n_c, -np.inf)
-            lo = np.full(n_c, np.inf)
-            np.maximum.at(hi, clusters, returns)
-            np.minimum.at(lo, clusters, returns)
-            adv = np.where((hi - lo <= o.equal_tol * np.maximum(1.0, np.abs(hi)))[clusters], 0.0, adv)
+            adv = np.where(flat_groups(returns, clusters, n_c, o.equal_tol)[clusters], 0.0, adv)
         if o.pace_std_norm:
             adv = adv / (std[clusters] + o.epsilon)
     return adv

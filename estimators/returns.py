@@ -50,6 +50,15 @@ def episode_scores(batch: StepBatch, invalid_penalty: float) -> np.ndarray:
     return episode[view.traj] - penalty(batch, invalid_penalty)
 
 
+def flat_groups(values: np.ndarray, groups: np.ndarray, n_groups: int, tol: float) -> np.ndarray:
+    """(n_groups,) True where a group's values span <= tol * max(1, |max|): equal up to float noise."""
+    hi = np.full(n_groups, -np.inf)
+    lo = np.full(n_groups, np.inf)
+    np.maximum.at(hi, groups, values)
+    np.minimum.at(lo, groups, values)
+    return hi - lo <= tol * np.maximum(1.0, np.abs(hi))
+
+
 def group_normalize(values: np.ndarray, groups: np.ndarray, *, mode: str, epsilon: float, ddof: int,
                     equal_tol: float | None, pool: np.ndarray | None = None,
                     singleton: str = "zero") -> np.ndarray:
@@ -74,11 +83,7 @@ def group_normalize(values: np.ndarray, groups: np.ndarray, *, mode: str, epsilo
     centred = values - mean[groups]
     adv = centred / (std[groups] + epsilon) if mode == "mean_std_norm" else centred
     if equal_tol is not None:
-        hi = np.full(n_groups, -np.inf)
-        lo = np.full(n_groups, np.inf)
-        np.maximum.at(hi, g, v)
-        np.minimum.at(lo, g, v)
-        flat = (count >= 2) & (hi - lo <= equal_tol * np.maximum(1.0, np.abs(hi)))
+        flat = (count >= 2) & flat_groups(v, g, n_groups, equal_tol)
         adv = np.where(flat[groups], 0.0, adv)
     single = (count == 1)[groups]
     if singleton == "raw":

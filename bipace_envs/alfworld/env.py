@@ -14,7 +14,6 @@ import json
 import os
 
 import gymnasium as gym
-import numpy as np
 
 from ..common import UnicodeText, obs_hash
 from . import generator
