@@ -10,11 +10,11 @@ Estimators: grpo, gigpo, hgpo, bigpo, pace, bipace (spec: ../shared/specs/estima
 from .batch import StepBatch, to_hashable
 from .keys import EMPTY_KEY, INVALID_KEY, action_key, broadcast_to_tokens
 from .registry import (REGISTRY, EstimatorOptions, available_estimators, compute_advantages,
-                       resolve_options, step_returns)
+                       resolve_options, step_groups, step_returns)
 from .grouping import bigpo_clusters, exact_anchor_groups, history_groups, similarity_anchor_groups
 
 __all__ = [
     "StepBatch", "to_hashable", "compute_advantages", "available_estimators", "EstimatorOptions",
-    "REGISTRY", "resolve_options", "step_returns", "action_key", "broadcast_to_tokens", "INVALID_KEY",
+    "REGISTRY", "resolve_options", "step_groups", "step_returns", "action_key", "broadcast_to_tokens", "INVALID_KEY",
     "EMPTY_KEY", "bigpo_clusters", "exact_anchor_groups", "history_groups", "similarity_anchor_groups",
 ]

@@ -127,6 +127,26 @@ def pace_step_term(returns: np.ndarray, clusters: np.ndarray, keys: np.ndarray, 
     return adv
 
 
+# estimator -> the partition its step term works within. HGPO uses level 1, its finest-grained
+# partition: a row alone at level 1 is alone at every level and gets 0, like a GiGPO singleton.
+STEP_PARTITIONS: dict[str, Callable[[StepBatch, EstimatorOptions], np.ndarray]] = {
+    "gigpo": lambda b, o: (grouping.similarity_anchor_groups(b, o.similarity_thresh) if o.enable_similarity
+                           else grouping.exact_anchor_groups(b)),
+    "hgpo": lambda b, o: grouping.history_groups(b, 1),
+    "pace": lambda b, o: grouping.exact_anchor_groups(b, "pace"),
+    "bigpo": lambda b, o: grouping.bigpo_clusters(b, o.eps),
+    "bipace": lambda b, o: grouping.bigpo_clusters(b, o.eps, "bipace"),
+}
+
+
+def step_groups(batch: StepBatch, estimator: str, **options) -> Optional[np.ndarray]:
+    """Dense step-group code per row (never shared across rollout groups) that `estimator` compares
+    returns within, or None for an estimator without a step level (GRPO)."""
+    o = resolve_options(estimator, **options)
+    fn = STEP_PARTITIONS.get(estimator)
+    return None if fn is None else fn(batch, o)
+
+
 @register("grpo", default_mode="mean_std_norm")
 def grpo(batch: StepBatch, o: EstimatorOptions) -> np.ndarray:
     """GRPO (verl-agent): episode score normalised within the rollout group, same for every step."""
@@ -136,11 +156,7 @@ def grpo(batch: StepBatch, o: EstimatorOptions) -> np.ndarray:
 @register("gigpo", needs=("anchor",))
 def gigpo(batch: StepBatch, o: EstimatorOptions) -> np.ndarray:
     """GiGPO: A^E + w * step-normalised R within anchor groups (exact hash, or difflib similarity)."""
-    if o.enable_similarity:
-        groups = grouping.similarity_anchor_groups(batch, o.similarity_thresh)
-    else:
-        groups = grouping.exact_anchor_groups(batch)
-    return _episode(batch, o) + o.step_weight * _step_norm(batch, o, groups)
+    return _episode(batch, o) + o.step_weight * _step_norm(batch, o, STEP_PARTITIONS["gigpo"](batch, o))
 
 
 @register("hgpo", needs=("anchor",), default_mode="mean_std_norm")
@@ -172,20 +188,20 @@ def hgpo(batch: StepBatch, o: EstimatorOptions) -> np.ndarray:
 @register("bigpo", needs=("embedding",))
 def bigpo(batch: StepBatch, o: EstimatorOptions) -> np.ndarray:
     """BiGPO: GiGPO's formula with hidden-state cosine clusters as step groups."""
-    return _episode(batch, o) + o.step_weight * _step_norm(batch, o, grouping.bigpo_clusters(batch, o.eps))
+    return _episode(batch, o) + o.step_weight * _step_norm(batch, o, STEP_PARTITIONS["bigpo"](batch, o))
 
 
 @register("pace", needs=("anchor", "action_key"))
 def pace(batch: StepBatch, o: EstimatorOptions) -> np.ndarray:
     """PACE on GiGPO's exact anchor groups: A^E + w * action-conditioned peer baseline."""
-    groups = grouping.exact_anchor_groups(batch, "pace")
+    groups = STEP_PARTITIONS["pace"](batch, o)
     return _episode(batch, o) + o.step_weight * pace_step_term(step_returns(batch, o), groups, batch.action_key, o)
 
 
 @register("bipace", needs=("embedding", "action_key"))
 def bipace(batch: StepBatch, o: EstimatorOptions) -> np.ndarray:
     """BiPACE: PACE inside BiGPO hidden-state clusters."""
-    clusters = grouping.bigpo_clusters(batch, o.eps, "bipace")
+    clusters = STEP_PARTITIONS["bipace"](batch, o)
     return _episode(batch, o) + o.step_weight * pace_step_term(step_returns(batch, o), clusters, batch.action_key, o)
 
 

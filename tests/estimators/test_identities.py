@@ -101,3 +101,18 @@ def test_pace_two_keys_is_q_minus_v():
     _, _, term = pace_terms(b)
     for k in ("a", "b"):
         np.testing.assert_allclose(term[keys == k], R[keys == k].mean() - R.mean())
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+@pytest.mark.parametrize("name", ["gigpo", "hgpo", "bigpo", "pace", "bipace"])
+def test_step_groups_singletons_get_only_the_episode_term(seed, name):
+    from estimators import step_groups
+    b = random_batch(np.random.default_rng(seed), anchors=10)   # enough states to leave some rows alone
+    codes = step_groups(b, name, mode="mean_norm")
+    alone = np.bincount(codes)[codes] == 1
+    assert alone.any() and not alone.all()
+    adv = compute_advantages(b, name, mode="mean_norm")
+    episode = compute_advantages(b, "grpo", mode="mean_norm")
+    expected = 0.0 if name == "hgpo" else episode[alone]          # HGPO has no episode term by default
+    np.testing.assert_allclose(adv[alone], expected, atol=1e-12)
+    assert step_groups(b, "grpo") is None
