@@ -78,6 +78,7 @@ class TrainConfig:
     eval_every: int = opt(5, "evaluate on held-out tasks every N iterations (0 = only at start and end)")
     eval_tasks: int = opt(128, "held-out tasks per evaluation (0 = the whole split)")
     eval_temperature: float = opt(0.4, "evaluation temperature (0 = greedy)")
+    eval_repeats: int = opt(1, "episodes per held-out task, each with its own env and decoding seed")
     eval_batch: int = opt(64, "envs stepped together during evaluation")
     checkpoint_every: int = opt(10, "save adapter + optimizer + RNG every N iterations (0 = only at the end)")
     resume: bool = opt(False, "continue from the latest checkpoint in out_dir")
@@ -88,6 +89,10 @@ class TrainConfig:
     sft_lr: float = opt(1e-3, "SFT learning rate")
     sft_batch: int = opt(16, "SFT examples (steps) per optimizer step")
     sft_episodes: int = opt(0, "expert episodes rendered for SFT (0 = every train task)")
+    sft_passes: int = opt(1, "expert episodes per SFT task; passes after the first take random detours (sft_explore)")
+    sft_explore: float = opt(0.1, "per-step chance of a random admissible action in passes 2+ (the expert then recovers)")
+    sft_rename: float = opt(0.0, "chance an SFT example has its item names consistently renamed (textcraft; "
+                                 "teaches reading the recipe list instead of memorising goals)")
     sft_mode: str = opt("auto", "full (all weights) | lora (adapter, merged after) | auto (full for tiny)")
 
     def resolved_lr(self) -> float:

@@ -47,6 +47,8 @@ class EnvSpec:
     tasks: Callable = _call_unwrapped("task_ids")
     # ``expert(env) -> list[str]``: the remaining expert plan from the env's current state
     expert: Callable = _call_unwrapped("expert_actions")
+    # gym.make kwarg that fixes the split at construction (WebShop, ALFWorld); None if one env has all
+    split_kwarg: str | None = None
 
     def make(self, **kwargs):
         import bipace_envs  # noqa: F401  (registers the ids)
@@ -61,24 +63,23 @@ def textcraft_tasks(env, split: str) -> list[str]:
 
 
 def split_bound_tasks(env, split: str) -> list:
-    """WebShop and ALFWorld fix their split at construction: list the env's own task ids when the
-    split matches, and say so plainly otherwise."""
+    """WebShop and ALFWorld fix their split at construction (``EnvSpec.split_kwarg``): list the env's
+    own task ids when the split matches, and say so plainly otherwise."""
     u = env.unwrapped
     own = getattr(u, "split", None) or getattr(getattr(u, "cfg", None), "split", None)
     if own != split:
-        raise NotImplementedError(
-            f"{type(u).__name__} was made for split {own!r}; its {split!r} tasks need a second env "
-            f"(make_env(split={split!r})), which bipace-train does not build yet: pass train_tasks/"
-            "eval_tasks to Trainer explicitly")
+        raise ValueError(f"{type(u).__name__} was made for split {own!r}, so it cannot list {split!r} tasks; "
+                         f"make the env with split={split!r} (the trainer builds one env per split)")
     ids = u.task_ids
     return list(ids() if callable(ids) else ids)
 
 
 ENV_SPECS: dict[str, EnvSpec] = {
     "textcraft": EnvSpec("textcraft", "bipace/TextCraft-v0", reward_won, max_steps=50, tasks=textcraft_tasks),
-    "alfworld": EnvSpec("alfworld", "bipace/ALFWorld-v0", reward_won, max_steps=50, tasks=split_bound_tasks),
+    "alfworld": EnvSpec("alfworld", "bipace/ALFWorld-v0", reward_won, max_steps=50, tasks=split_bound_tasks,
+                        split_kwarg="split"),
     "webshop": EnvSpec("webshop", "bipace/WebShop-v0", reward_webshop, max_steps=15, fallback_chars=20,
-                       tasks=split_bound_tasks),
+                       tasks=split_bound_tasks, split_kwarg="split"),
 }
 
 

@@ -110,7 +110,15 @@ class TextCraftPrompter(Prompter):
         # The reset observation holds the recipe list and the goal; both stay needed all episode.
         if self.s.compact and self.s.show_admissible and "Goal:" in first_obs:
             return first_obs[first_obs.rfind("Goal:"):].strip()
-        return first_obs.strip()
+        return self.format_obs(first_obs).strip()
+
+    def format_obs(self, obs):
+        # Compact prompts put the goal line before the recipe lines: a small causal model can then
+        # mark the goal's line while reading it, instead of searching back from the end.
+        if self.s.compact and obs.startswith("Crafting commands:") and "Goal:" in obs:
+            cut = obs.rfind("Goal:")
+            return obs[cut:].strip() + "\n" + obs[:cut].strip()
+        return obs
 
     def memory_obs(self, obs):
         # the reset text is already the task; repeating its recipe list would double the prompt

@@ -91,7 +91,10 @@ class _TaskEnv(gym.Wrapper):
 
 
 def _info_at(infos: dict, i: int) -> dict:
-    return {k: v[i] for k, v in infos.items() if not k.startswith("_") and infos.get("_" + k, np.ones(i + 1, bool))[i]}
+    """Env i's info from a vector env's merged infos (nested dicts, e.g. WebShop's goal, are merged
+    key by key, so they are unpacked the same way)."""
+    return {k: _info_at(v, i) if isinstance(v, dict) else v[i] for k, v in infos.items()
+            if not k.startswith("_") and infos.get("_" + k, np.ones(i + 1, bool))[i]}
 
 
 @dataclass

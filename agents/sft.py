@@ -12,6 +12,7 @@ model (or a LoRA adapter it then merges, for hub models) and saves a ready-to-lo
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -20,11 +21,25 @@ import torch
 from agents.ppo import response_logprobs
 
 
-def expert_examples(spec, make_env, tasks, prompter, tokenizer, max_steps: int, seed: int = 0):
-    """(prompt ids, response ids) per expert step, over one expert episode per task."""
+@dataclass(frozen=True)
+class SftExample:
+    """One expert step as text: the chat-rendered prompt (ending with the assistant header) and the
+    answer followed by the end-of-turn token."""
+    prompt: str
+    response: str
+
+
+def expert_examples(spec, make_env, tasks, prompter, tokenizer, max_steps: int, seed: int = 0,
+                    explore: float = 0.0) -> list[SftExample]:
+    """One expert episode per task. With ``explore`` > 0 each step is, with that probability, a random
+    admissible action instead (not an example); the expert then re-plans from the state it left, so the
+    data also shows how to recover from a wrong ``get`` or an unplanned craft (DAgger-style coverage)."""
+    if not 0.0 <= explore < 1.0:
+        raise ValueError(f"explore must be in [0, 1), got {explore}")
     env = make_env()
     eos = tokenizer.convert_tokens_to_ids("<|im_end|>")
-    eos = tokenizer.eos_token_id if eos is None or eos < 0 else eos
+    eos_text = tokenizer.convert_ids_to_tokens(tokenizer.eos_token_id if eos is None or eos < 0 else eos)
+    rng = np.random.default_rng(seed)
     out, won = [], 0
     for k, task in enumerate(tasks):
         obs, info = env.reset(seed=seed + k, options={"task_id": task})
@@ -33,13 +48,14 @@ def expert_examples(spec, make_env, tasks, prompter, tokenizer, max_steps: int, 
             plan = spec.expert(env)
             if not plan:
                 break
-            action = plan[0]
-            text = tokenizer.apply_chat_template(prompter.messages(0, obs, info), tokenize=False,
-                                                 add_generation_prompt=True)
-            p = tokenizer(text, add_special_tokens=False, return_tensors="pt")["input_ids"][0]
-            r = tokenizer(prompter.expert_response(action), add_special_tokens=False,
-                          return_tensors="pt")["input_ids"][0]
-            out.append((p, torch.cat([r, torch.tensor([eos])])))
+            options = [a for a in info.get("admissible_actions", ()) if a != plan[0]]
+            if explore and options and rng.random() < explore:
+                action = options[rng.integers(len(options))]
+            else:
+                action = plan[0]
+                text = tokenizer.apply_chat_template(prompter.messages(0, obs, info), tokenize=False,
+                                                     add_generation_prompt=True)
+                out.append(SftExample(text, prompter.expert_response(action) + eos_text))
             prompter.record(0, obs, action)
             obs, _, term, trunc, info = env.step(action)
             if term or trunc:
@@ -48,21 +64,28 @@ def expert_examples(spec, make_env, tasks, prompter, tokenizer, max_steps: int, 
     env.close()
     if not out:
         raise ValueError("the expert produced no steps; check the env's expert_actions() and the task ids")
-    if won < len(tasks):
+    if won < len(tasks) and not explore:
         print(f"note: the expert won {won}/{len(tasks)} episodes within {max_steps} steps")
     return out
 
 
-def sft(model, tokenizer, examples, steps: int, lr: float, batch: int, seed: int = 0, log=print) -> list[float]:
-    """Token-mean cross-entropy on the responses, AdamW with warm-up, ``steps`` optimizer steps of about
-    ``batch`` examples each (epochs over length buckets in random order)."""
+def sft(model, tokenizer, examples: list[SftExample], steps: int, lr: float, batch: int, seed: int = 0,
+        augment=None, augment_prob: float = 0.0, log=print) -> list[float]:
+    """Token-mean cross-entropy on the responses, AdamW with warm-up and cosine decay, ``steps`` optimizer steps of about
+    ``batch`` examples each (epochs over length buckets in random order). ``augment(rng, prompt,
+    response)`` rewrites an example with probability ``augment_prob`` each time it is drawn."""
     params = [p for p in model.parameters() if p.requires_grad]
     opt = torch.optim.AdamW(params, lr=lr, weight_decay=0.0)
-    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min(1.0, (s + 1) / max(1, steps // 20)))
+    warm = max(1, steps // 20)     # linear warm-up, then cosine decay to 10% of lr
+    sched = torch.optim.lr_scheduler.LambdaLR(
+        opt, lambda s: (s + 1) / warm if s < warm else 0.1 + 0.45 * (1 + np.cos(np.pi * (s - warm) / max(1, steps - warm))))
     rng = np.random.default_rng(seed)
+
+    def ids(text: str) -> torch.Tensor:
+        return torch.tensor(tokenizer(text, add_special_tokens=False)["input_ids"])
     # Length-bucketed batches: neighbours in length order, so a batch pads to about its own length
     # (prompts with long admissible lists would otherwise set the cost of every batch).
-    order = np.argsort([len(p) + len(r) for p, r in examples], kind="stable")
+    order = np.argsort([len(e.prompt) + len(e.response) for e in examples], kind="stable")
     buckets = [order[i:i + batch] for i in range(0, len(order), batch)]
     queue: list = []
     model.train()
@@ -70,8 +93,11 @@ def sft(model, tokenizer, examples, steps: int, lr: float, batch: int, seed: int
     for step in range(steps):
         if not queue:
             queue = [buckets[k] for k in rng.permutation(len(buckets))]
-        idx = queue.pop()
-        logp, _, mask = response_logprobs(model, [examples[i][0] for i in idx], [examples[i][1] for i in idx],
+        drawn = [examples[i] for i in queue.pop()]
+        if augment is not None and augment_prob > 0:
+            drawn = [SftExample(*augment(rng, e.prompt, e.response)) if rng.random() < augment_prob else e
+                     for e in drawn]
+        logp, _, mask = response_logprobs(model, [ids(e.prompt) for e in drawn], [ids(e.response) for e in drawn],
                                           tokenizer.pad_token_id, with_entropy=False)
         loss = -(logp * mask).sum() / mask.sum()
         opt.zero_grad(set_to_none=True)
@@ -87,8 +113,9 @@ def sft(model, tokenizer, examples, steps: int, lr: float, batch: int, seed: int
     return losses
 
 
-def run_sft(cfg, spec, make_env, tasks, path: Path, prompt_settings) -> Path:
-    """Warm start used by the trainer: expert data from the train tasks, SFT, save a model folder."""
+def run_sft(cfg, spec, make_env, tasks, path: Path, prompt_settings, held_out=()) -> Path:
+    """Warm start used by the trainer: expert data from the train tasks, SFT, save a model folder.
+    ``held_out`` task ids are kept out of the names that ``cfg.sft_rename`` draws from."""
     from agents.models import TINY, LoraSettings, add_lora, load_policy
     from agents.prompts import make_prompter
     torch.manual_seed(cfg.seed)
@@ -96,15 +123,25 @@ def run_sft(cfg, spec, make_env, tasks, path: Path, prompt_settings) -> Path:
     tasks = list(tasks)
     if cfg.sft_episodes:
         tasks = [tasks[i] for i in np.random.default_rng(cfg.seed).permutation(len(tasks))[:cfg.sft_episodes]]
-    examples = expert_examples(spec, make_env, tasks, make_prompter(cfg.env, prompt_settings), tok,
-                               cfg.max_steps or spec.max_steps, seed=cfg.seed)
-    print(f"warm start: {len(examples)} expert steps from {len(tasks)} episodes")
+    augment = None
+    if cfg.sft_rename > 0:
+        from agents.augment import make_augmenter
+        augment = make_augmenter(cfg.env, exclude=[str(t) for t in held_out])
+    if cfg.sft_passes < 1:
+        raise ValueError(f"sft_passes must be >= 1, got {cfg.sft_passes}")
+    prompter = make_prompter(cfg.env, prompt_settings)
+    examples = []
+    for p in range(cfg.sft_passes):   # a pass = one episode per task; passes differ only by exploration
+        examples += expert_examples(spec, make_env, tasks, prompter, tok, cfg.max_steps or spec.max_steps,
+                                    seed=cfg.seed + p * len(tasks), explore=cfg.sft_explore if p else 0.0)
+    print(f"warm start: {len(examples)} expert steps from {cfg.sft_passes} x {len(tasks)} episodes")
     mode = cfg.sft_mode if cfg.sft_mode != "auto" else ("full" if cfg.model == TINY else "lora")
     if mode not in ("full", "lora"):
         raise ValueError(f"sft_mode must be full | lora | auto, got {cfg.sft_mode!r}")
     if mode == "lora":
         model = add_lora(model, LoraSettings(rank=cfg.lora_rank, alpha=cfg.lora_alpha, mlp=cfg.lora_mlp))
-    sft(model, tok, examples, cfg.sft_steps, cfg.sft_lr, cfg.sft_batch, cfg.seed)
+    sft(model, tok, examples, cfg.sft_steps, cfg.sft_lr, cfg.sft_batch, cfg.seed, augment=augment,
+        augment_prob=cfg.sft_rename)
     if mode == "lora":
         model = model.merge_and_unload()
     tmp = path.with_name(path.name + ".tmp")

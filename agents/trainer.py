@@ -80,12 +80,15 @@ class Trainer:
         self.spec = get_env_spec(cfg.env)
         kwargs = cfg.env_kwargs_dict()
         self.max_steps = cfg.max_steps or self.spec.max_steps
-        self.make_env = make_env or (lambda: self.spec.make(max_steps=self.max_steps, **kwargs))
-        if train_tasks is None or eval_tasks is None:
-            probe = self.make_env()
-            train_tasks = self.spec.tasks(probe, cfg.train_split) if train_tasks is None else train_tasks
-            eval_tasks = self.spec.tasks(probe, cfg.eval_split) if eval_tasks is None else eval_tasks
-            probe.close()
+        if make_env is not None:
+            self.make_env = self.make_eval_env = make_env
+        else:
+            self.make_env, self.make_eval_env = (self._env_factory(kwargs, split)
+                                                 for split in (cfg.train_split, cfg.eval_split))
+        if train_tasks is None:
+            train_tasks = self._list_tasks(self.make_env, cfg.train_split)
+        if eval_tasks is None:
+            eval_tasks = self._list_tasks(self.make_eval_env, cfg.eval_split)
         self.train_tasks, self.eval_tasks = list(train_tasks), list(eval_tasks)
         if not self.train_tasks:
             raise ValueError(f"no training tasks in split {cfg.train_split!r} of {cfg.env}")
@@ -110,12 +113,29 @@ class Trainer:
             self.start_iteration = self.load_checkpoint() + 1
         (self.out / "config.json").write_text(json.dumps(asdict(cfg), indent=1))
 
+    def _env_factory(self, kwargs: dict, split: str):
+        """Env maker for one split: WebShop/ALFWorld take the split at construction, TextCraft lists
+        every split from one env (its preset and depth filter live in ``env_kwargs``)."""
+        key = self.spec.split_kwarg
+        if key and key in kwargs:
+            raise ValueError(f"env_kwargs sets {key!r}; choose splits with --train-split/--eval-split instead")
+        extra = {key: split} if key else {}
+        return lambda: self.spec.make(max_steps=self.max_steps, **kwargs, **extra)
+
+    def _list_tasks(self, make_env, split: str) -> list:
+        probe = make_env()
+        try:
+            return list(self.spec.tasks(probe, split))
+        finally:
+            probe.close()
+
     # ------------------------------------------------------------------ warm start
     def _warm_start_path(self) -> str:
         path = self.out / "warm_start"
         if not (path / "config.json").exists():
             from agents.sft import run_sft
-            run_sft(self.cfg, self.spec, self.make_env, self.train_tasks, path, self.prompt_settings)
+            run_sft(self.cfg, self.spec, self.make_env, self.train_tasks, path, self.prompt_settings,
+                    held_out=self.eval_tasks)
         return str(path)
 
     # ------------------------------------------------------------------ rollouts
@@ -133,7 +153,8 @@ class Trainer:
             n_eval = min(c.eval_tasks or len(self.eval_tasks), len(self.eval_tasks))
             n = c.batch_tasks * c.group_size if train else max(1, min(c.eval_batch, n_eval))
             self._collectors[kind] = RolloutCollector(
-                self.model, self.tok, self.make_env, n, make_prompter(c.env, self.prompt_settings), rs,
+                self.model, self.tok, self.make_env if train else self.make_eval_env, n,
+                make_prompter(c.env, self.prompt_settings), rs,
                 self.spec.reward_map, vector_mode=c.vector_mode, fallback_chars=self.spec.fallback_chars)
         return self._collectors[kind]
 
@@ -156,6 +177,9 @@ class Trainer:
         tasks = self.eval_tasks[:c.eval_tasks] if c.eval_tasks else self.eval_tasks
         if not tasks:
             return {}
+        if c.eval_repeats < 1:
+            raise ValueError(f"eval_repeats must be >= 1, got {c.eval_repeats}")
+        tasks = list(tasks) * c.eval_repeats         # repeats start later, so they get other seeds
         col = self.collector("eval")
         self.model.eval()
         won, lengths = [], []

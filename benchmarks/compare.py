@@ -36,15 +36,16 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 # Each preset: TrainConfig overrides and the comparison's default estimators/seeds.
 PRESETS: dict[str, dict] = {
-    # Sized for ~15 minutes on 2 CPU cores: shallow TextCraft goals, short episodes, small groups, a
-    # shared SFT warm start so that RL starts from a policy that sometimes wins.
+    # Sized for under 20 minutes on 2 CPU cores: shallow TextCraft goals, short episodes with the whole
+    # history in the prompt (the policy cannot see its inventory otherwise), small groups, and a shared
+    # SFT warm start so that RL starts from a policy that wins some episodes.
     "embedded": {
         "estimators": ["grpo", "gigpo", "bipace"], "seeds": [0, 1],
         "config": dict(env="textcraft", model="tiny", env_kwargs='{"preset": "agentgym", "depths": [1, 2]}',
-                       max_steps=6, history_length=1, show_admissible=False, max_new_tokens=24,
-                       batch_tasks=4, group_size=4, lr=1e-3, mini_batch_rows=32, micro_batch_rows=16,
-                       iterations=10, eval_every=5, eval_tasks=0, eval_batch=77, checkpoint_every=0,
-                       sft_steps=400, sft_lr=3e-3, sft_batch=16, threads=1, tensorboard=False),
+                       max_steps=8, history_length=8, show_admissible=False, max_new_tokens=24,
+                       batch_tasks=4, group_size=4, lr=2e-4, mini_batch_rows=32, micro_batch_rows=16,
+                       iterations=8, eval_every=4, eval_tasks=40, eval_batch=40, checkpoint_every=0,
+                       sft_steps=600, sft_lr=3e-3, sft_batch=16, threads=2, tensorboard=False),
     },
     # The paper setting on one GPU (GiGPO/BiPACE 1.5B: G=8, 16 tasks, gamma 0.95, eps 0.05, LoRA).
     "qwen1.5b": {

@@ -17,6 +17,11 @@ Metrics (mean +- std over batches): Pearson correlation with the true A; NMSE = 
 (step term only: 1.0 = no better than predicting 0, which is what a singleton gets); sign agreement over
 rows with |A| > 1e-6, where a 0 estimate counts as wrong; singleton rate = share of rows whose step group
 has one member; impure rate = share of rows whose step group mixes different latent states.
+NMSE(step, exact returns) feeds the same partition the exact expected return-to-go Q_t(s, a) of each row
+instead of its sampled return. The sampled-return step error is (R - Q) + (V - baseline): the first part
+is Monte-Carlo noise that every grouped row pays alike (and a singleton's 0 avoids), so NMSE(step) favours
+singletons whenever that noise exceeds |A|. The exact-return NMSE keeps only the second part, the error of
+the grouping and baseline, which is what the estimators differ in.
 
 BiGPO/BiPACE embeddings come from a fixed featurizer of the observation text (``--featurizer``):
 - ``bow`` (default): hashed bag of content words, i.e. lower-cased alphabetic words minus a generic English
@@ -56,7 +61,7 @@ STOP_WORDS = frozenset(
     "those there here what which who whom where when why how all any some no not nothing only own so than "
     "too very can will just up down out over under again then once".split())
 METRICS = ("singleton_rate", "clusters_per_group", "impure_rate", "corr_step", "nmse_step", "sign_step",
-           "corr_total", "sign_total")
+           "nmse_exact", "corr_total", "sign_total")
 
 
 # ------------------------------------------------------------------------------------ featurizers
@@ -134,9 +139,10 @@ def variants(eps_list: list[float], sim_thresh: list[float]) -> list[Variant]:
 
 
 # ------------------------------------------------------------------------------------ one batch
-def sample_batch(rng: np.random.Generator, args) -> tuple[StepBatch, np.ndarray, np.ndarray, list[str]]:
-    """Rollouts of --tasks fresh worlds x --group-size; returns the batch, true A, latent ids, texts."""
-    cols = {k: [] for k in ("group", "traj", "step", "reward", "anchor", "key", "latent", "true")}
+def sample_batch(rng: np.random.Generator, args):
+    """Rollouts of --tasks fresh worlds x --group-size; returns the batch, true A, latent ids, texts and
+    the exact expected return-to-go Q_t(s, a) of every row."""
+    cols = {k: [] for k in ("group", "traj", "step", "reward", "anchor", "key", "latent", "true", "q")}
     for task in range(args.tasks):
         world = make_world(rng, n_rooms=args.rooms, stuck_prob=args.stuck_prob)
         V, Q = solve(world, args.horizon, args.gamma)
@@ -147,11 +153,12 @@ def sample_batch(rng: np.random.Generator, args) -> tuple[StepBatch, np.ndarray,
                 cols["reward"].append(st["reward"]), cols["anchor"].append(st["obs"])
                 cols["key"].append(st["action_text"]), cols["latent"].append(task * 1000 + s)
                 cols["true"].append(Q[t, s, st["action"]] - V[t, s])
+                cols["q"].append(Q[t, s, st["action"]])
     n = len(cols["group"])
     batch = StepBatch(np.array(cols["group"]), np.array(cols["traj"]), np.array(cols["step"]),
                       np.array(cols["reward"]), np.ones(n, dtype=bool), anchor=cols["anchor"],
                       action_key=cols["key"])
-    return batch, np.array(cols["true"]), np.array(cols["latent"]), cols["anchor"]
+    return batch, np.array(cols["true"]), np.array(cols["latent"]), cols["anchor"], np.array(cols["q"])
 
 
 def _corr(x: np.ndarray, y: np.ndarray) -> float:
@@ -160,16 +167,22 @@ def _corr(x: np.ndarray, y: np.ndarray) -> float:
     return float(np.corrcoef(x, y)[0, 1])
 
 
+def _nmse(est: np.ndarray, true: np.ndarray) -> float:
+    return float(np.sum((est - true) ** 2) / max(np.sum(true ** 2), 1e-12))
+
+
 def _sign(est: np.ndarray, true: np.ndarray) -> float:
     keep = np.abs(true) > 1e-6
     return float(np.mean(np.sign(est[keep]) == np.sign(true[keep])))
 
 
-def step_term(batch: StepBatch, estimator: str, codes: np.ndarray, **opts) -> np.ndarray:
+def step_term(batch: StepBatch, estimator: str, codes: np.ndarray, returns: np.ndarray | None = None,
+              **opts) -> np.ndarray:
     """The registry's step term on given step groups (so each partition is computed once; `score`
-    checks the sum A^E + w * step against `compute_advantages` on the first batch)."""
+    checks the sum A^E + w * step against `compute_advantages` on the first batch). ``returns``
+    replaces the sampled step returns (the exact-return diagnostic)."""
     o = resolve_options(estimator, **opts)
-    returns = step_returns(batch, o)
+    returns = step_returns(batch, o) if returns is None else returns
     if estimator in ("pace", "bipace"):
         return pace_step_term(returns, codes, batch.action_key, o)
     return group_normalize(returns, codes, mode=o.mode, epsilon=o.epsilon, ddof=1, equal_tol=o.equal_tol,
@@ -177,7 +190,7 @@ def step_term(batch: StepBatch, estimator: str, codes: np.ndarray, **opts) -> np
 
 
 def score(v: Variant, batch: StepBatch, true: np.ndarray, latent: np.ndarray, feats: np.ndarray,
-          episode: np.ndarray, gamma: float, check: bool = False) -> dict:
+          episode: np.ndarray, gamma: float, q: np.ndarray, check: bool = False) -> dict:
     """Metrics of one variant on one batch; `episode` is the shared episode term A^E (GRPO, mean_norm)."""
     opts = dict(gamma=gamma, mode="mean_norm", **v.options)
     if v.embedding:
@@ -189,8 +202,10 @@ def score(v: Variant, batch: StepBatch, true: np.ndarray, latent: np.ndarray, fe
     if codes is None or v.estimator == "hgpo":     # GRPO: A^E only; HGPO: no episode term, all step level
         total = compute_advantages(batch, v.estimator, **opts)
         step = None if codes is None else total
+        exact = None                               # HGPO's weighting is internal to compute_advantages
     else:
         step = step_term(batch, v.estimator, codes, **opts)
+        exact = step_term(batch, v.estimator, codes, returns=q, **opts)
         total = episode + step                     # step_weight 1
         if check and not np.allclose(total, compute_advantages(batch, v.estimator, **opts), atol=1e-9):
             raise RuntimeError(f"{v.label}: A^E + step term differs from compute_advantages; "
@@ -200,13 +215,13 @@ def score(v: Variant, batch: StepBatch, true: np.ndarray, latent: np.ndarray, fe
     row.pop("mean_group_size")
     if codes is None:
         nan = float("nan")
-        row.update(impure_rate=nan, corr_step=nan, nmse_step=nan, sign_step=nan)
+        row.update(impure_rate=nan, corr_step=nan, nmse_step=nan, sign_step=nan, nmse_exact=nan)
         return row
     lat_groups = np.unique(np.stack([codes, latent], 1), axis=0)[:, 0]
     impure = np.bincount(lat_groups, minlength=int(codes.max()) + 1) > 1
     row.update(impure_rate=float(impure[codes].mean()), corr_step=_corr(step, true),
-               nmse_step=float(np.sum((step - true) ** 2) / max(np.sum(true ** 2), 1e-12)),
-               sign_step=_sign(step, true))
+               nmse_step=_nmse(step, true),
+               sign_step=_sign(step, true), nmse_exact=_nmse(exact, true) if exact is not None else float("nan"))
     return row
 
 
@@ -222,7 +237,7 @@ def summarise(rows: list[dict], labels: list[str]) -> dict[str, dict[str, tuple[
 
 def markdown(summary: dict, header: str) -> str:
     names = ["estimator", "singleton rate", "clusters/task", "impure rate", "corr(step, A)", "NMSE(step)",
-             "sign(step)", "corr(total, A)", "sign(total)"]
+             "sign(step)", "NMSE(step, exact returns)", "corr(total, A)", "sign(total)"]
     lines = [header, "", "| " + " | ".join(names) + " |", "|" + "---|" * len(names)]
     for label, s in summary.items():
         cells = []
@@ -245,7 +260,8 @@ def plot(summary: dict, estimators: dict[str, str], path: Path, title: str) -> N
     panels = [("singleton_rate", "singleton rate (share of rows)\nlower = more step signal", (0, 1)),
               ("corr_step", "corr(step term, true A)\nhigher is better", (-0.1, 1)),
               ("nmse_step", "NMSE(step term) = Σ(est−A)²/ΣA²\nlower is better (1 = predicting 0)", None),
-              ("sign_step", "sign agreement of step term\n(0 estimate = wrong) higher is better", (0, 1))]
+              ("sign_step", "sign agreement of step term\n(0 estimate = wrong) higher is better", (0, 1)),
+              ("nmse_exact", "NMSE(step term) with exact returns Q(s,a)\ngrouping error only; lower is better", None)]
     labels = list(summary)[::-1]
     y = np.arange(len(labels))
     fig, axes = plt.subplots(1, len(panels), figsize=(4.2 * len(panels), 0.38 * len(labels) + 1.8),
@@ -261,7 +277,7 @@ def plot(summary: dict, estimators: dict[str, str], path: Path, title: str) -> N
         ax.set_xlabel(xlabel, fontsize=9)
         if lim:
             ax.set_xlim(*lim)
-        if metric == "nmse_step":
+        if metric in ("nmse_step", "nmse_exact"):
             ax.axvline(1.0, color="k", ls="--", lw=0.8)          # the all-zero estimate
         ax.grid(axis="x", alpha=0.3)
     axes[0].set_yticks(y, labels)
@@ -277,7 +293,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--batches", type=int, default=6, help="independent batches (spread = std over them)")
     p.add_argument("--tasks", type=int, default=8, help="worlds (rollout groups) per batch")
     p.add_argument("--group-size", type=int, default=8, help="G: rollouts per world")
-    p.add_argument("--horizon", type=int, default=15, help="max steps per episode (no bootstrap)")
+    p.add_argument("--horizon", type=int, default=40,
+                   help="max steps per episode (no bootstrap); long enough that most episodes end in a win, "
+                        "since values that depend on the time left are something no estimator here models")
     p.add_argument("--rooms", type=int, default=5, help="rooms per world")
     p.add_argument("--stuck-prob", type=float, default=0.15, help="chance that a door sticks")
     p.add_argument("--paraphrases", type=int, default=4,
@@ -305,7 +323,7 @@ def run(args) -> dict:
     rows, t0, n_rows, true_abs, seconds = [], time.perf_counter(), 0, [], {}
     for b in range(args.batches):
         rng = np.random.default_rng([args.seed, b])
-        batch, true, latent, texts = sample_batch(rng, args)
+        batch, true, latent, texts, q = sample_batch(rng, args)
         feats = featurize(texts)
         n_rows += len(batch)
         true_abs.append(np.mean(np.abs(true)))
@@ -313,7 +331,7 @@ def run(args) -> dict:
         for v in vs:
             t1 = time.perf_counter()
             rows.append({"estimator": v.label, "batch": b,
-                         **score(v, batch, true, latent, feats, episode, args.gamma, check=b == 0)})
+                         **score(v, batch, true, latent, feats, episode, args.gamma, q, check=b == 0)})
             seconds[v.label] = seconds.get(v.label, 0.0) + time.perf_counter() - t1
     with open(out / "quality.csv", "w", newline="") as f:
         w = csv.DictWriter(f, ["estimator", "batch", *METRICS])

@@ -31,6 +31,9 @@ def main(argv=None) -> None:
     ap.add_argument("--sft-steps", type=int, default=400)
     ap.add_argument("--sft-lr", type=float, default=3e-3)
     ap.add_argument("--sft-batch", type=int, default=16)
+    ap.add_argument("--sft-passes", type=int, default=1)
+    ap.add_argument("--sft-explore", type=float, default=0.1)
+    ap.add_argument("--sft-rename", type=float, default=0.0)
     ap.add_argument("--iterations", type=int, default=10)
     ap.add_argument("--batch-tasks", type=int, default=4)
     ap.add_argument("--group-size", type=int, default=4)
@@ -39,8 +42,11 @@ def main(argv=None) -> None:
     ap.add_argument("--max-steps", type=int, default=6)
     ap.add_argument("--max-new-tokens", type=int, default=24)
     ap.add_argument("--history-length", type=int, default=1)
+    ap.add_argument("--eval-every", type=int, default=0, help="also evaluate every N iterations (0 = before/after only)")
     ap.add_argument("--eval-tasks", type=int, default=0, help="0 = the whole held-out split (77 goals)")
+    ap.add_argument("--eval-repeats", type=int, default=1, help="episodes per held-out goal")
     ap.add_argument("--eval-temperature", type=float, default=0.4)
+    ap.add_argument("--sft-only", action="store_true", help="stop after the warm start")
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--show-admissible", action=argparse.BooleanOptionalAction, default=False,
                     help="list admissible actions (TextCraft's lists reach ~2k tokens with tag variants; "
@@ -66,24 +72,27 @@ def main(argv=None) -> None:
     t0 = time.perf_counter()
     if not (warm / "config.json").exists():
         scfg = TrainConfig(model="tiny", seed=args.warm_start_seed, sft_steps=args.sft_steps, sft_lr=args.sft_lr,
-                           sft_batch=args.sft_batch, out_dir=str(out), **common)
+                           sft_batch=args.sft_batch, sft_passes=args.sft_passes,
+                           sft_explore=args.sft_explore, sft_rename=args.sft_rename, out_dir=str(out), **common)
         make_env = lambda: spec.make(max_steps=args.max_steps, preset="agentgym", depths=(1, 2))
         probe = make_env()
-        tasks = spec.tasks(probe, "train")
+        tasks, held_out = spec.tasks(probe, "train"), spec.tasks(probe, "test")
         probe.close()
         out.mkdir(parents=True, exist_ok=True)
         run_sft(scfg, spec, make_env, tasks, warm, PromptSettings(history_length=args.history_length,
                                                                  require_think=False, compact=True,
-                                                                 show_admissible=args.show_admissible))
+                                                                 show_admissible=args.show_admissible), held_out=held_out)
     sft_s = time.perf_counter() - t0
     print(f"warm start ready in {sft_s:.0f}s: {warm}", flush=True)
+    if args.sft_only:
+        return
     before = None
     for seed in args.seeds:
         for est in args.estimators:
             cfg = TrainConfig(eval_before=before is None, model=str(warm), estimator=est, seed=seed, out_dir=str(out / f"{est}_seed{seed}"),
                               iterations=args.iterations, batch_tasks=args.batch_tasks, group_size=args.group_size,
-                              lr=args.lr, eval_every=0, eval_tasks=args.eval_tasks, eval_batch=min(77, args.eval_tasks or 77),
-                              eval_temperature=args.eval_temperature, checkpoint_every=0, mini_batch_rows=args.mini_batch_rows,
+                              lr=args.lr, eval_every=args.eval_every, eval_tasks=args.eval_tasks, eval_batch=min(77, args.eval_tasks or 77),
+                              eval_temperature=args.eval_temperature, eval_repeats=args.eval_repeats, checkpoint_every=0, mini_batch_rows=args.mini_batch_rows,
                               micro_batch_rows=16, tensorboard=True, **common)
             s = Trainer(cfg).train()
             # the adapter starts as a no-op and the evaluation episodes are fixed: one warm-start score

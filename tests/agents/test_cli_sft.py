@@ -37,9 +37,8 @@ def test_expert_examples_use_rl_prompts_and_sft_learns_them(tiny):
     prompter = make_prompter("textcraft", PromptSettings(require_think=False))
     ex = expert_examples(spec, lambda: FakeCraftEnv(max_steps=3), [0, 1, 2], prompter, tok, max_steps=3)
     assert len(ex) == 6                               # get + craft per task
-    first = tok.decode(ex[0][1])
-    assert first == "<action>get 1 stick</action><|im_end|>"
-    assert tok.decode(ex[0][0]).endswith("<|im_start|>assistant\n")
+    assert ex[0].response == "<action>get 1 stick</action><|im_end|>"
+    assert ex[0].prompt.endswith("<|im_start|>assistant\n")
     torch.manual_seed(0)
     losses = sft(model, tok, ex, steps=30, lr=3e-3, batch=6, log=None)
     assert losses[-1] < 0.5 * losses[0]

@@ -1,4 +1,5 @@
-"""Per-env agent settings: reward maps read the env's info, split-bound envs say what they need."""
+"""Per-env agent settings: reward maps read the env's info, split-bound envs say what they need, and
+the trainer builds one env per split for them."""
 import pytest
 
 from agents.envs import get_env_spec
@@ -18,7 +19,7 @@ def test_split_bound_env_lists_own_split_and_explains_the_other():
     try:
         tasks = spec.tasks(env, "train")
         assert len(tasks) > 1000 and tasks[0] == 500                 # verl_agent split: train from 500
-        with pytest.raises(NotImplementedError, match="made for split 'train'.*'test'"):
+        with pytest.raises(ValueError, match="made for split 'train'.*'test'"):
             spec.tasks(env, "test")
     finally:
         env.close()
@@ -27,3 +28,19 @@ def test_split_bound_env_lists_own_split_and_explains_the_other():
 def test_unknown_env_name():
     with pytest.raises(ValueError, match="unknown env 'minecraft'"):
         get_env_spec("minecraft")
+
+
+def test_trainer_builds_one_webshop_env_per_split(tmp_path):
+    import json
+    from agents.config import TrainConfig
+    from agents.trainer import Trainer
+    cfg = TrainConfig(env="webshop", estimator="gigpo", model="tiny", out_dir=str(tmp_path), batch_tasks=1,
+                      group_size=2, max_steps=2, max_new_tokens=4, iterations=1, eval_every=0, eval_tasks=2,
+                      eval_batch=2, checkpoint_every=0, lora_rank=4, lora_alpha=8, tensorboard=False, progress=False)
+    tr = Trainer(cfg)
+    assert min(tr.train_tasks) == 500 and max(tr.eval_tasks) < 500     # verl_agent: test = goals [0, 500)
+    summary = tr.train()
+    assert 0.0 <= summary["eval_after"] <= 1.0
+    assert json.loads((tmp_path / "config.json").read_text())["env"] == "webshop"
+    with pytest.raises(ValueError, match="--train-split"):
+        Trainer(TrainConfig(env="webshop", env_kwargs='{"split": "test"}', out_dir=str(tmp_path / "b")))

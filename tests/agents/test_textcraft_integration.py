@@ -25,7 +25,7 @@ def test_splits_are_disjoint_and_expert_prompts_render(tiny):
     _, tok = tiny
     ex = expert_examples(spec, _make, train[:3], make_prompter("textcraft", PromptSettings(require_think=False)),
                          tok, max_steps=2)
-    first = tok.decode(ex[0][1])
+    first = ex[0].response
     assert first.startswith("<action>get ") and first.endswith("</action><|im_end|>")
 
 
@@ -55,6 +55,7 @@ def test_cli_warm_start_then_rl_on_textcraft(tmp_path):
     rc = main(["--env", "textcraft", "--estimator", "bipace", "--model", "tiny", "--out-dir", str(tmp_path),
                "--env-kwargs", json.dumps({"preset": "agentgym", "depths": [1, 2]}), "--no-show-admissible",
                "--max-steps", "3", "--max-new-tokens", "12", "--sft-steps", "4", "--sft-episodes", "8",
+               "--sft-passes", "2", "--sft-rename", "0.5",
                "--batch-tasks", "2", "--group-size", "2", "--iterations", "2", "--eval-tasks", "4",
                "--eval-batch", "4", "--checkpoint-every", "1", "--no-progress"])
     assert rc == 0

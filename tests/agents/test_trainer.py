@@ -69,6 +69,22 @@ def test_train_writes_logs_adapter_and_summary(tmp_path):
     assert 0.0 <= s["eval_before"] <= 1.0
 
 
+def test_eval_repeats_score_each_task_several_times_with_new_seeds(tmp_path, monkeypatch):
+    tr = _trainer(_cfg(tmp_path, eval_repeats=3))
+    seen = []
+    col = tr.collector("eval")
+    real = col.collect
+    monkeypatch.setattr(col, "collect", lambda tasks, seeds, groups: seen.append((list(tasks), list(seeds)))
+                        or real(tasks, seeds, groups))
+    out = tr.evaluate()
+    assert out["eval_n"] == 6
+    assert sorted(t for tasks, _ in seen for t in tasks) == [8, 8, 8, 9, 9, 9]
+    seeds = [s for _, ss in seen for s in ss]
+    assert len(set(seeds)) == len(seeds)
+    with pytest.raises(ValueError, match="eval_repeats"):
+        _trainer(_cfg(tmp_path, eval_repeats=0)).evaluate()
+
+
 def test_unknown_estimator_is_reported(tmp_path):
     with pytest.raises(ValueError, match="available"):
         _trainer(_cfg(tmp_path, estimator="ppo"))

@@ -110,6 +110,10 @@ def test_tiny_run_writes_table_csv_and_png(tmp_path):
         else:
             assert 0.0 <= float(r["singleton_rate"]) <= 1.0
             assert -1.0 <= float(r["corr_step"]) <= 1.0
+        if r["estimator"] in ("grpo", "hgpo"):
+            assert r["nmse_exact"] == "nan"           # no step term / weighting internal to the estimator
+        else:
+            assert float(r["nmse_exact"]) >= 0.0
         if "[oracle]" in r["estimator"] or r["estimator"] in ("gigpo", "pace", "hgpo"):
             assert float(r["impure_rate"]) == 0.0     # exact hashes / latent one-hot never mix states
     table = (tmp_path / "summary.md").read_text().splitlines()
@@ -120,6 +124,16 @@ def test_tiny_run_writes_table_csv_and_png(tmp_path):
     import matplotlib.image
     img = matplotlib.image.imread(tmp_path / "quality.png")
     assert img.shape[0] > 200 and img.shape[1] > 800
+
+
+def test_step_term_uses_given_returns_within_each_step_group():
+    batch = StepBatch(group_id=[0] * 4, traj_id=[0, 1, 2, 3], step_idx=[0] * 4, reward=[0.0, 0.0, 10.0, 0.0],
+                      action_valid=[True] * 4, anchor=["a", "a", "b", "b"], action_key=["x", "y", "x", "x"])
+    codes = step_groups(batch, "gigpo")
+    exact = eq.step_term(batch, "gigpo", codes, returns=np.array([1.0, 3.0, 5.0, 5.0]), gamma=0.95, mode="mean_norm")
+    assert np.allclose(exact, [-1.0, 1.0, 0.0, 0.0])
+    sampled = eq.step_term(batch, "gigpo", codes, gamma=0.95, mode="mean_norm")
+    assert np.allclose(sampled, [0.0, 0.0, 5.0, -5.0])        # the rewards' own returns
 
 
 def test_bad_arguments_are_rejected(tmp_path):
