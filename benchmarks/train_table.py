@@ -8,6 +8,11 @@ and RL seed the same RL budget from that warm start. Success is measured on held
 agentgym preset's test split, depths 1-2) with the same fixed episodes and decoding seeds before RL
 (= the warm start: the fresh LoRA adapter is a no-op) and after. Prints a markdown table with wall
 times and writes ``results.json`` in ``--out``.
+
+Measured with these defaults (2 cores): the 1,600-step warm start (~13 min) wins 11% of held-out and
+80% of training goals at temperature 0.4; one GRPO run (20 iterations x 8 goals x G=4, ~8 min) moved
+held-out success from 11.0% to 11.7% over 154 episodes, i.e. not measurably. With ``--history-length 1``
+the warm start reaches only 5% held-out / 51% train: the policy cannot see its inventory.
 """
 from __future__ import annotations
 
@@ -28,26 +33,27 @@ def main(argv=None) -> None:
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1])
     ap.add_argument("--estimators", nargs="+", default=["grpo", "gigpo", "bipace"])
     ap.add_argument("--warm-start-seed", type=int, default=0, help="one warm start shared by every RL run")
-    ap.add_argument("--sft-steps", type=int, default=400)
+    ap.add_argument("--sft-steps", type=int, default=1600)
     ap.add_argument("--sft-lr", type=float, default=3e-3)
     ap.add_argument("--sft-batch", type=int, default=16)
     ap.add_argument("--sft-passes", type=int, default=1)
-    ap.add_argument("--sft-explore", type=float, default=0.1)
+    ap.add_argument("--sft-explore", type=float, default=0.1, help="used by passes 2+ only")
     ap.add_argument("--sft-rename", type=float, default=0.0)
-    ap.add_argument("--iterations", type=int, default=10)
-    ap.add_argument("--batch-tasks", type=int, default=4)
+    ap.add_argument("--iterations", type=int, default=20)
+    ap.add_argument("--batch-tasks", type=int, default=8)
     ap.add_argument("--group-size", type=int, default=4)
-    ap.add_argument("--lr", type=float, default=1e-3)
+    ap.add_argument("--lr", type=float, default=2e-4)
     ap.add_argument("--mini-batch-rows", type=int, default=32)
-    ap.add_argument("--max-steps", type=int, default=6)
+    ap.add_argument("--max-steps", type=int, default=8)
     ap.add_argument("--max-new-tokens", type=int, default=24)
-    ap.add_argument("--history-length", type=int, default=1)
+    ap.add_argument("--history-length", type=int, default=8,
+                    help="past steps shown; the prompt is the only place the policy can see what it holds")
     ap.add_argument("--eval-every", type=int, default=0, help="also evaluate every N iterations (0 = before/after only)")
     ap.add_argument("--eval-tasks", type=int, default=0, help="0 = the whole held-out split (77 goals)")
-    ap.add_argument("--eval-repeats", type=int, default=1, help="episodes per held-out goal")
+    ap.add_argument("--eval-repeats", type=int, default=2, help="episodes per held-out goal")
     ap.add_argument("--eval-temperature", type=float, default=0.4)
     ap.add_argument("--sft-only", action="store_true", help="stop after the warm start")
-    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--show-admissible", action=argparse.BooleanOptionalAction, default=False,
                     help="list admissible actions (TextCraft's lists reach ~2k tokens with tag variants; "
                          "without them the prompt shows the recipe lines, ~300 tokens)")
