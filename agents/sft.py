@@ -8,6 +8,8 @@ WebShop's oracle and ALFWorld's expert where those envs provide it), re-planned 
 step becomes one (chat prompt, ``<action>a</action><|im_end|>``) example, the exact text the RL policy
 sees and writes. ``run_sft`` (used by ``bipace-train --sft-steps N``) trains all weights of the tiny
 model (or a LoRA adapter it then merges, for hub models) and saves a ready-to-load model folder.
+Options: ``--sft-passes`` > 1 adds episodes with random detours the expert recovers from
+(``--sft-explore``); ``--sft-rename`` renames TextCraft items consistently (``agents.augment``).
 """
 from __future__ import annotations
 
@@ -71,9 +73,9 @@ def expert_examples(spec, make_env, tasks, prompter, tokenizer, max_steps: int, 
 
 def sft(model, tokenizer, examples: list[SftExample], steps: int, lr: float, batch: int, seed: int = 0,
         augment=None, augment_prob: float = 0.0, log=print) -> list[float]:
-    """Token-mean cross-entropy on the responses, AdamW with warm-up and cosine decay, ``steps`` optimizer steps of about
-    ``batch`` examples each (epochs over length buckets in random order). ``augment(rng, prompt,
-    response)`` rewrites an example with probability ``augment_prob`` each time it is drawn."""
+    """Token-mean cross-entropy on the responses; AdamW with warm-up and cosine decay; ``steps`` optimizer
+    steps of about ``batch`` examples each (epochs over length buckets in random order). ``augment(rng,
+    prompt, response)`` rewrites an example with probability ``augment_prob`` each time it is drawn."""
     params = [p for p in model.parameters() if p.requires_grad]
     opt = torch.optim.AdamW(params, lr=lr, weight_decay=0.0)
     warm = max(1, steps // 20)     # linear warm-up, then cosine decay to 10% of lr
@@ -129,6 +131,9 @@ def run_sft(cfg, spec, make_env, tasks, path: Path, prompt_settings, held_out=()
         augment = make_augmenter(cfg.env, exclude=[str(t) for t in held_out])
     if cfg.sft_passes < 1:
         raise ValueError(f"sft_passes must be >= 1, got {cfg.sft_passes}")
+    if not 0.0 <= cfg.sft_explore < 1.0 or not 0.0 <= cfg.sft_rename <= 1.0:
+        raise ValueError(f"sft_explore must be in [0, 1) and sft_rename in [0, 1]; got {cfg.sft_explore}, "
+                         f"{cfg.sft_rename}")
     prompter = make_prompter(cfg.env, prompt_settings)
     examples = []
     for p in range(cfg.sft_passes):   # a pass = one episode per task; passes differ only by exploration

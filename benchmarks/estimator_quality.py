@@ -32,7 +32,7 @@ BiGPO/BiPACE embeddings come from a fixed featurizer of the observation text (``
 The ``[oracle]`` rows cluster on a one-hot of the latent state (eps 0): perfect state grouping (still
 pooled over time steps, like every estimator here).
 Outputs in --out: quality.csv (one row per estimator and batch), summary.md, quality.png. The default
-takes ~1.5 min on one core, most of it in GiGPO's similarity mode (difflib); ``--sim-thresh`` with no
+takes ~25 s, most of it in GiGPO's similarity mode (difflib); ``--sim-thresh`` with no
 value skips those rows.
 """
 from __future__ import annotations

@@ -51,6 +51,7 @@ def main(argv=None) -> None:
     ap.add_argument("--eval-every", type=int, default=0, help="also evaluate every N iterations (0 = before/after only)")
     ap.add_argument("--eval-tasks", type=int, default=0, help="0 = the whole held-out split (77 goals)")
     ap.add_argument("--eval-repeats", type=int, default=2, help="episodes per held-out goal")
+    ap.add_argument("--temperature", type=float, default=1.0, help="rollout (and PPO) sampling temperature")
     ap.add_argument("--eval-temperature", type=float, default=0.4)
     ap.add_argument("--sft-only", action="store_true", help="stop after the warm start")
     ap.add_argument("--threads", type=int, default=2)
@@ -98,7 +99,7 @@ def main(argv=None) -> None:
             cfg = TrainConfig(eval_before=before is None, model=str(warm), estimator=est, seed=seed, out_dir=str(out / f"{est}_seed{seed}"),
                               iterations=args.iterations, batch_tasks=args.batch_tasks, group_size=args.group_size,
                               lr=args.lr, eval_every=args.eval_every, eval_tasks=args.eval_tasks, eval_batch=min(77, args.eval_tasks or 77),
-                              eval_temperature=args.eval_temperature, eval_repeats=args.eval_repeats, checkpoint_every=0, mini_batch_rows=args.mini_batch_rows,
+                              temperature=args.temperature, eval_temperature=args.eval_temperature, eval_repeats=args.eval_repeats, checkpoint_every=0, mini_batch_rows=args.mini_batch_rows,
                               micro_batch_rows=16, tensorboard=True, **common)
             s = Trainer(cfg).train()
             # the adapter starts as a no-op and the evaluation episodes are fixed: one warm-start score
