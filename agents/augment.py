@@ -10,6 +10,9 @@ goals won, 5% of test goals). Crafting is symbolic, so mapping every item name i
 another name, the same way in the prompt and in the answer, gives an equally correct example that
 can only be solved by copying from the prompt. The names drawn come from the recipe book minus
 ``exclude`` (the held-out goals), so no held-out goal name is ever an SFT target.
+Measured on the tiny model with 1,600 SFT steps and half the examples renamed, it did not help:
+held-out 2.6-3.9% and train 12-26%, against 5-12% / 51-80% without it. Learning to copy takes more
+steps than that budget, so ``sft_rename`` is off by default.
 """
 from __future__ import annotations
 

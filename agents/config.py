@@ -92,7 +92,7 @@ class TrainConfig:
     sft_passes: int = opt(1, "expert episodes per SFT task; passes after the first take random detours (sft_explore)")
     sft_explore: float = opt(0.1, "per-step chance of a random admissible action in passes 2+ (the expert then recovers)")
     sft_rename: float = opt(0.0, "chance an SFT example has its item names consistently renamed (textcraft; "
-                                 "teaches reading the recipe list instead of memorising goals)")
+                                 "against memorising goals; needs long SFT, see agents/augment.py)")
     sft_mode: str = opt("auto", "full (all weights) | lora (adapter, merged after) | auto (full for tiny)")
 
     def resolved_lr(self) -> float:
