@@ -88,7 +88,8 @@ class TrainConfig:
     sft_steps: int = opt(0, "SFT optimizer steps on expert trajectories before RL (0 = none)")
     sft_lr: float = opt(1e-3, "SFT learning rate")
     sft_batch: int = opt(16, "SFT examples (steps) per optimizer step")
-    sft_episodes: int = opt(0, "expert episodes rendered for SFT (0 = every train task)")
+    sft_episodes: int = opt(0, "expert episodes rendered for SFT (0 = every train task; cap it for ALFWorld's "
+                                  "generated games, which take about 2 s each to generate on first use)")
     sft_passes: int = opt(1, "expert episodes per SFT task; passes after the first take random detours (sft_explore)")
     sft_explore: float = opt(0.1, "per-step chance of a random admissible action in passes 2+ (the expert then recovers)")
     sft_rename: float = opt(0.0, "chance an SFT example has its item names consistently renamed (textcraft; "

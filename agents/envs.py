@@ -2,7 +2,8 @@
 
     from agents.envs import get_env_spec
     spec = get_env_spec("textcraft")
-    env = spec.make(max_steps=30, depths=(1, 2)); spec.tasks(env, "train"); spec.expert(env)
+    env = spec.make(max_steps=30, depths=(1, 2)); spec.tasks(env, "train")
+    env.reset(options={"task_id": "stick", **spec.expert_reset_options}); spec.expert(env)
 
 Reward maps turn the env's raw step reward into the training reward: 10 on success for TextCraft and
 ALFWorld, and for WebShop 10 only for a perfect purchase (score 1.0), 0 otherwise (spec §7). Add an
@@ -10,7 +11,7 @@ env by adding an ``EnvSpec`` to ``ENV_SPECS``.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable
 
 import gymnasium as gym
@@ -45,8 +46,11 @@ class EnvSpec:
     fallback_chars: int = 30                # parser fallback (ALFWorld 30, WebShop 20)
     # ``tasks(env, split) -> list`` of task ids usable as reset(options={'task_id': ...})
     tasks: Callable = _call_unwrapped("task_ids")
-    # ``expert(env) -> list[str]``: the remaining expert plan from the env's current state
+    # ``expert(env) -> list[str]``: the expert's plan from the env's current state (at least its next
+    # action; empty once the episode is over); SFT re-plans at every step and takes the first
     expert: Callable = _call_unwrapped("expert_actions")
+    # reset options an expert episode needs (ALFWorld's expert must watch the episode from its start)
+    expert_reset_options: dict = field(default_factory=dict)
     # gym.make kwarg that fixes the split at construction (WebShop, ALFWorld); None if one env has all
     split_kwarg: str | None = None
 
@@ -60,6 +64,18 @@ def textcraft_tasks(env, split: str) -> list[str]:
     from bipace_envs.textcraft.tasks import list_tasks
     cfg = env.unwrapped.config
     return list_tasks(cfg.preset, split, cfg.depths)
+
+
+def webshop_expert(env) -> list[str]:
+    """WebShop's oracle: search with the goal's query, open the goal product, pick its options, buy."""
+    action = env.unwrapped.oracle_action()
+    return [action] if action else []
+
+
+def alfworld_expert(env) -> list[str]:
+    """alfworld's handcoded expert (Fast Downward where it fails); needs reset(options={'expert': True})."""
+    action = env.unwrapped.expert_action()
+    return [action] if action else []
 
 
 def split_bound_tasks(env, split: str) -> list:
@@ -77,9 +93,9 @@ def split_bound_tasks(env, split: str) -> list:
 ENV_SPECS: dict[str, EnvSpec] = {
     "textcraft": EnvSpec("textcraft", "bipace/TextCraft-v0", reward_won, max_steps=50, tasks=textcraft_tasks),
     "alfworld": EnvSpec("alfworld", "bipace/ALFWorld-v0", reward_won, max_steps=50, tasks=split_bound_tasks,
-                        split_kwarg="split"),
+                        expert=alfworld_expert, expert_reset_options={"expert": True}, split_kwarg="split"),
     "webshop": EnvSpec("webshop", "bipace/WebShop-v0", reward_webshop, max_steps=15, fallback_chars=20,
-                       tasks=split_bound_tasks, split_kwarg="split"),
+                       tasks=split_bound_tasks, expert=webshop_expert, split_kwarg="split"),
 }
 
 

@@ -3,8 +3,8 @@
     examples = expert_examples(spec, make_env, tasks, prompter, tokenizer, max_steps=30)
     losses = sft(model, tokenizer, examples, steps=300, lr=1e-3, batch=16, seed=0)
 
-The expert is the env's own (``env.unwrapped.expert_actions()``: TextCraft's shortest crafting plan,
-WebShop's oracle and ALFWorld's expert where those envs provide it), re-planned at every step. Each
+The expert is the env's own (``EnvSpec.expert``: TextCraft's shortest crafting plan, WebShop's oracle,
+ALFWorld's handcoded expert with its Fast Downward fallback), re-planned at every step. Each
 step becomes one (chat prompt, ``<action>a</action><|im_end|>``) example, the exact text the RL policy
 sees and writes. ``run_sft`` (used by ``bipace-train --sft-steps N``) trains all weights of the tiny
 model (or a LoRA adapter it then merges, for hub models) and saves a ready-to-load model folder.
@@ -44,7 +44,7 @@ def expert_examples(spec, make_env, tasks, prompter, tokenizer, max_steps: int, 
     rng = np.random.default_rng(seed)
     out, won = [], 0
     for k, task in enumerate(tasks):
-        obs, info = env.reset(seed=seed + k, options={"task_id": task})
+        obs, info = env.reset(seed=seed + k, options={"task_id": task, **spec.expert_reset_options})
         prompter.reset(0, obs, info)
         for _ in range(max_steps):
             plan = spec.expert(env)

@@ -30,17 +30,92 @@ def test_unknown_env_name():
         get_env_spec("minecraft")
 
 
-def test_trainer_builds_one_webshop_env_per_split(tmp_path):
+def test_trainer_builds_one_webshop_env_per_split(tmp_path, capsys):
     import json
     from agents.config import TrainConfig
     from agents.trainer import Trainer
     cfg = TrainConfig(env="webshop", estimator="gigpo", model="tiny", out_dir=str(tmp_path), batch_tasks=1,
                       group_size=2, max_steps=2, max_new_tokens=4, iterations=1, eval_every=0, eval_tasks=2,
-                      eval_batch=2, checkpoint_every=0, lora_rank=4, lora_alpha=8, tensorboard=False, progress=False)
+                      eval_batch=2, checkpoint_every=0, lora_rank=4, lora_alpha=8, tensorboard=False, progress=False,
+                      sft_steps=2, sft_episodes=2, sft_batch=2)
     tr = Trainer(cfg)
     assert min(tr.train_tasks) == 500 and max(tr.eval_tasks) < 500     # verl_agent: test = goals [0, 500)
+    assert (tmp_path / "warm_start" / "config.json").exists()          # warm start from the oracle
+    assert "warm start: 4 expert steps from 1 x 2 episodes" in capsys.readouterr().out   # 2-step cap
     summary = tr.train()
     assert 0.0 <= summary["eval_after"] <= 1.0
     assert json.loads((tmp_path / "config.json").read_text())["env"] == "webshop"
     with pytest.raises(ValueError, match="--train-split"):
         Trainer(TrainConfig(env="webshop", env_kwargs='{"split": "test"}', out_dir=str(tmp_path / "b")))
+
+
+def _replay_wins(spec, make_env, task, actions, **reset_options) -> bool:
+    env = make_env()
+    try:
+        env.reset(seed=0, options={"task_id": task, **reset_options})
+        for a in actions:
+            _, _, term, trunc, info = env.step(a)
+            if term or trunc:
+                return bool(info.get("won", False)) or spec.reward_map(0.0, term, info) > 0
+        return False
+    finally:
+        env.close()
+
+
+def _expert_data(env_name, split_kwargs, n_tasks, max_steps):
+    from agents.models import load_policy
+    from agents.prompts import PromptSettings, make_prompter
+    from agents.sft import expert_examples
+    spec = get_env_spec(env_name)
+    make_env = lambda: spec.make(max_steps=max_steps, **split_kwargs)   # noqa: E731
+    probe = make_env()
+    tasks = spec.tasks(probe, split_kwargs["split"])[:n_tasks]
+    probe.close()
+    _, tok = load_policy("tiny")
+    prompter = make_prompter(env_name, PromptSettings(history_length=2, require_think=False))
+    examples = expert_examples(spec, make_env, tasks, prompter, tok, max_steps=max_steps)
+    return spec, make_env, tasks, examples
+
+
+@pytest.mark.parametrize("env_name", ["webshop", "alfworld"])
+def test_expert_hook_gives_winning_sft_episodes(env_name, shared_dir, capsys):
+    """The SFT expert hook works beyond TextCraft: each rendered episode, replayed, wins its task."""
+    import re
+    kwargs = ({"split": "test"} if env_name == "webshop"
+              else {"split": "valid_seen", "data_dir": str(shared_dir / "data" / "alfworld"), "task_types": [1]})
+    spec, make_env, tasks, examples = _expert_data(env_name, kwargs, n_tasks=2, max_steps=30)
+    assert "note: the expert won" not in capsys.readouterr().out
+    # split the examples back into episodes: each episode's first prompt is a no-history prompt
+    episodes: list[list[str]] = []
+    for e in examples:
+        if "Prior to this step" not in e.prompt:
+            episodes.append([])
+        episodes[-1].append(re.search(r"<action>(.*)</action>", e.response).group(1))
+    assert len(episodes) == len(tasks) and all(len(a) >= 2 for a in episodes)
+    opts = spec.expert_reset_options
+    assert all(_replay_wins(spec, make_env, t, acts, **opts) for t, acts in zip(tasks, episodes))
+    if env_name == "webshop":
+        assert all(a[0].startswith("search[") and a[-1] == "click[buy now]" for a in episodes)
+
+
+def test_alfworld_trainer_warm_starts_and_trains_on_real_games(tmp_path, shared_dir):
+    """``bipace-train --env alfworld --sft-steps N`` on the real validation games: split per env, expert
+    warm start, one RL iteration that changes the adapter."""
+    import json
+    import torch
+    from agents.config import TrainConfig
+    from agents.trainer import Trainer
+    data = str(shared_dir / "data" / "alfworld")
+    cfg = TrainConfig(env="alfworld", env_kwargs=json.dumps({"data_dir": data, "task_types": [1]}),
+                      train_split="valid_seen", eval_split="valid_unseen", estimator="gigpo", model="tiny",
+                      out_dir=str(tmp_path), batch_tasks=1, group_size=2, max_steps=3, max_new_tokens=6,
+                      iterations=1, eval_every=0, eval_tasks=1, eval_batch=1, checkpoint_every=0, lora_rank=4,
+                      lora_alpha=8, tensorboard=False, progress=False, sft_steps=2, sft_episodes=1, sft_batch=2,
+                      require_think="no")
+    tr = Trainer(cfg)
+    assert set(tr.train_tasks).isdisjoint(tr.eval_tasks) and tr.train_tasks and tr.eval_tasks
+    assert (tmp_path / "warm_start" / "config.json").exists()
+    before = {n: p.detach().clone() for n, p in tr.model.named_parameters() if "lora_" in n}
+    summary = tr.train()
+    assert 0.0 <= summary["eval_after"] <= 1.0
+    assert any(not torch.equal(before[n], p) for n, p in tr.model.named_parameters() if n in before)
