@@ -80,6 +80,7 @@ class Engine:
         self._cache_size = max(1, int(cache_size))
         self._sas: dict = {}
         self.gamefile: str | None = None
+        self.timed_out = False          # whether the last replan() hit its timeout
         self.loads = 0  # how many times a game file was actually parsed (tests check reuse)
 
     def load(self, gamefile: str) -> None:
@@ -137,6 +138,41 @@ class Engine:
         """Facts with demangled names, as alfworld's handcoded expert reads them."""
         return [self._env._get_human_readable_fact(f) for f in state["_facts"]]
 
-    def replan(self) -> list[str]:
-        """Fast Downward plan (commands) from the current state to the goal; [] if none found."""
-        return list(self._env._pddl_state.replan(self._env._entity_infos) or [])
+    def replan(self, timeout_s: float | None = None) -> list[str]:
+        """Fast Downward plan (commands) from the current state to the goal; [] if none found.
+
+        Fast Downward is a C library called in-process, so a signal cannot stop it; with ``timeout_s``
+        it runs in a forked child (which inherits the game state) and is killed after that many
+        seconds, and the answer is then [] as for an unsolvable state. ``timed_out`` says which."""
+        self.timed_out = False
+        if timeout_s is None:
+            return list(self._env._pddl_state.replan(self._env._entity_infos) or [])
+        if timeout_s <= 0:
+            raise ValueError(f"planner timeout must be > 0 seconds (or None for no limit), got {timeout_s}")
+        import multiprocessing as mp
+        try:
+            ctx = mp.get_context("fork")
+        except ValueError as e:
+            raise RuntimeError("a planner timeout needs os.fork (Linux/macOS); use planner_timeout=None") from e
+        receiver, sender = ctx.Pipe(duplex=False)
+
+        def child():
+            try:
+                sender.send(list(self._env._pddl_state.replan(self._env._entity_infos) or []))
+            finally:
+                sender.close()
+        proc = ctx.Process(target=child, daemon=True)
+        proc.start()
+        sender.close()
+        try:
+            if receiver.poll(timeout_s):
+                return receiver.recv()
+            self.timed_out = proc.is_alive()
+            return []
+        except EOFError:        # the child died without an answer (a crash in the planner)
+            return []
+        finally:
+            receiver.close()
+            if proc.is_alive():
+                proc.kill()
+            proc.join()

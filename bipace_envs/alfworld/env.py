@@ -54,6 +54,9 @@ class ALFWorldEnv(gym.Env):
         max_steps: step limit (truncation), 50 as in GiGPO / BiPACE.
         expert: put ``info["expert_action"]`` on every call (reset option ``expert`` overrides per episode).
         expert_mode: ``handcoded`` (alfworld's, seeded; Fast Downward plan where it fails) or ``planner``.
+        planner_timeout: seconds one Fast Downward call may take (default None: no limit; it took up to
+            387 s on one real game). Past it the expert has no action for the rest of the episode
+            (``expert_action`` None, ``info["expert_timed_out"]`` True).
         games_per_task: size of the generated pool per task type (default 1000 train, 25 test).
         cache_dir: generated-game cache (default $BIPACE_ALFWORLD_CACHE or ~/.cache/bipace/alfworld).
         game_cache_size: parsed games kept in memory per process.
@@ -65,7 +68,8 @@ class ALFWorldEnv(gym.Env):
     metadata = {"render_modes": ["ansi"]}
 
     def __init__(self, data_dir=None, split: str = "train", task_types=None, max_steps: int = 50,
-                 expert: bool = False, expert_mode: str = "handcoded", games_per_task: int | None = None,
+                 expert: bool = False, expert_mode: str = "handcoded", planner_timeout: float | None = None,
+                 games_per_task: int | None = None,
                  cache_dir=None, game_cache_size: int = 32, render_mode: str | None = None):
         if render_mode not in (None, "ansi"):
             raise ValueError(f"render_mode must be None or 'ansi', got {render_mode!r}")
@@ -74,7 +78,10 @@ class ALFWorldEnv(gym.Env):
         self.render_mode, self.max_steps = render_mode, int(max_steps)
         if expert_mode not in ("handcoded", "planner"):
             raise ValueError(f"expert_mode must be 'handcoded' or 'planner', got {expert_mode!r}")
+        if planner_timeout is not None and not float(planner_timeout) > 0:
+            raise ValueError(f"planner_timeout must be > 0 seconds or None, got {planner_timeout}")
         self.expert_default, self.expert_mode = bool(expert), expert_mode
+        self.planner_timeout = None if planner_timeout is None else float(planner_timeout)
         self.task_types = resolve_task_types(task_types)
         self.cache_dir, self.game_cache_size = cache_dir, game_cache_size
         root = find_data_root(data_dir)
@@ -147,7 +154,8 @@ class ALFWorldEnv(gym.Env):
         expert_seed = int(self.np_random.integers(2**31))
         if options.get("expert", self.expert_default):
             from .expert import Expert
-            self._expert = Expert(engine, seed=expert_seed, mode=self.expert_mode)
+            self._expert = Expert(engine, seed=expert_seed, mode=self.expert_mode,
+                                  planner_timeout=self.planner_timeout)
             self._expert.reset(self._state)
         obs = self._state.feedback
         return obs, self._info(obs)
@@ -185,6 +193,7 @@ class ALFWorldEnv(gym.Env):
         if self._expert is not None:
             info["expert_action"] = self._expert.next_action(s)
             info["expert_used_planner"] = self._expert.used_planner
+            info["expert_timed_out"] = self._expert.planner_timed_out
         return info
 
     def expert_action(self) -> str | None:

@@ -41,9 +41,15 @@ class Expert:
         mode: "handcoded" (planner fallback) or "planner" (Fast Downward only).
         handcoded_budget: steps after which a handcoded expert that has not won is replaced by the planner
             (default 25, so that expert episodes fit the usual 50-step limit).
+        planner_timeout: seconds one Fast Downward call may take (None = no limit); past it the expert
+            has no plan (``next_action`` None, ``planner_timed_out`` True) for the rest of the episode.
     """
 
-    def __init__(self, engine: Engine, seed: int = 0, mode: str = "handcoded", handcoded_budget: int = 25):
+    def __init__(self, engine: Engine, seed: int = 0, mode: str = "handcoded", handcoded_budget: int = 25,
+                 planner_timeout: float | None = None):
+        if planner_timeout is not None and planner_timeout <= 0:
+            raise ValueError(f"planner_timeout must be > 0 seconds or None, got {planner_timeout}")
+        self.planner_timeout, self.planner_timed_out = planner_timeout, False
         if mode not in ("handcoded", "planner"):
             raise ValueError(f"expert mode must be 'handcoded' or 'planner', got {mode!r}")
         self.engine, self.mode, self.budget = engine, mode, int(handcoded_budget)
@@ -58,7 +64,7 @@ class Expert:
         if seed is not None:
             self._rng = random.Random(seed)
         self.used_planner = self.mode == "planner"
-        self._plan, self._steps = None, 0
+        self._plan, self._steps, self.planner_timed_out = None, 0, False
         if self.mode == "handcoded":
             from alfworld.agents.expert import HandCodedTWAgent
             self._agent = HandCodedTWAgent(max_steps=200)
@@ -104,6 +110,9 @@ class Expert:
             return None
         if not self.used_planner:
             return self._next
+        if self.planner_timed_out:
+            return None     # do not pay the timeout again at every step of this episode
         if not self._plan:
-            self._plan = self.engine.replan()
+            self._plan = self.engine.replan(self.planner_timeout)
+            self.planner_timed_out = self.engine.timed_out
         return self._plan[0] if self._plan else None

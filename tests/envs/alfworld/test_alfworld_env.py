@@ -173,3 +173,26 @@ def test_async_vector_env(alfworld_data):
         assert obs[1] == "Nothing happens." and list(infos["action_valid"]) == [True, False]
     finally:
         envs.close()
+
+
+def test_planner_timeout_forks_and_gives_up_cleanly(alfworld_data):
+    """With a timeout the planner runs in a forked child: a generous limit gives the in-process plan,
+    a tiny one gives no action (and says so) instead of blocking the episode."""
+    import time
+    free = ALFWorldEnv(data_dir=alfworld_data, split="valid_seen", task_types=[1], expert=True, expert_mode="planner")
+    limited = ALFWorldEnv(data_dir=alfworld_data, split="valid_seen", task_types=[1], expert=True,
+                          expert_mode="planner", planner_timeout=60)
+    tiny = ALFWorldEnv(data_dir=alfworld_data, split="valid_seen", task_types=[1], expert=True,
+                       expert_mode="planner", planner_timeout=1e-4)
+    task = free.task_ids[0]
+    _, a = free.reset(seed=0, options={"task_id": task})
+    _, b = limited.reset(seed=0, options={"task_id": task})
+    assert a["expert_action"] is not None and a["expert_action"] == b["expert_action"]
+    assert not b["expert_timed_out"]
+    t0 = time.perf_counter()
+    _, c = tiny.reset(seed=0, options={"task_id": task})
+    assert c["expert_action"] is None and c["expert_timed_out"]
+    _, _, _, _, c = tiny.step("look")              # no second wait within the episode
+    assert c["expert_action"] is None and time.perf_counter() - t0 < 5
+    with pytest.raises(ValueError, match="planner_timeout must be > 0"):
+        ALFWorldEnv(data_dir=alfworld_data, split="valid_seen", planner_timeout=0)
