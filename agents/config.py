@@ -53,6 +53,8 @@ class TrainConfig:
     hidden_layer: int = opt(0, "hidden_states index of the BiGPO embedding (0 = -12-of-28 depth, scaled)")
     capture_hidden: bool = opt(True, "record the embedding during generation (needed by bigpo/bipace)")
     key_kind: str = opt("action_tag", "PACE action key: action_tag | first_token | projected (the action sent to the env)")
+    rl_rename: float = opt(0.0, "chance a training episode plays in a world with its item names consistently renamed "
+                                "(textcraft; only reading the recipes wins one, recalling goals does not; see agents/augment.py)")
     # --- estimator ----------------------------------------------------------------------------
     gamma: float = opt(0.95, "discount of step returns")
     mode: str = opt("mean_norm", "step/episode normalisation: mean_norm | mean_std_norm")
@@ -93,7 +95,9 @@ class TrainConfig:
     sft_passes: int = opt(1, "expert episodes per SFT task; passes after the first take random detours (sft_explore)")
     sft_explore: float = opt(0.1, "per-step chance of a random admissible action in passes 2+ (the expert then recovers)")
     sft_rename: float = opt(0.0, "chance an SFT example has its item names consistently renamed (textcraft; "
-                                 "against memorising goals; needs long SFT, see agents/augment.py)")
+                                 "against memorising goals; needs 4k+ steps on the tiny model, see agents/augment.py)")
+    sft_probe: int = opt(0, "score the expert's steps on this many held-out tasks (and as many training steps) "
+                            "at each SFT progress line: share whose whole answer is the model's argmax (0 = off)")
     sft_mode: str = opt("auto", "full (all weights) | lora (adapter, merged after) | auto (full for tiny)")
 
     def resolved_lr(self) -> float:

@@ -13,6 +13,7 @@ Options: ``--sft-passes`` > 1 adds episodes with random detours the expert recov
 """
 from __future__ import annotations
 
+import functools
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,7 +21,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from agents.ppo import response_logprobs
+from agents.ppo import pad_batch, response_logprobs
 
 
 @dataclass(frozen=True)
@@ -71,20 +72,46 @@ def expert_examples(spec, make_env, tasks, prompter, tokenizer, max_steps: int, 
     return out
 
 
+@torch.no_grad()
+def step_accuracy(model, tokenizer, examples: list[SftExample], batch: int = 32) -> float:
+    """Share of ``examples`` whose whole answer is the model's argmax continuation, token by token with
+    the expert's earlier tokens fed in (teacher forcing): a rollout-free read of how often the policy
+    would take the expert's next action."""
+    if not examples:
+        raise ValueError("step_accuracy needs at least one example")
+    was_training = model.training
+    model.eval()
+    device = next(model.parameters()).device
+    right = 0
+    for k in range(0, len(examples), batch):
+        chunk = examples[k:k + batch]
+        ids, attn, pos, rmask = pad_batch([_ids(tokenizer, e.prompt) for e in chunk],
+                                          [_ids(tokenizer, e.response) for e in chunk], tokenizer.pad_token_id, device)
+        R = rmask.shape[1]
+        pred = model(input_ids=ids, attention_mask=attn, position_ids=pos, logits_to_keep=R + 1,
+                     use_cache=False).logits[:, :-1].argmax(-1)
+        right += int(((pred == ids[:, -R:]) | (rmask == 0)).all(-1).sum())
+    model.train(was_training)
+    return right / len(examples)
+
+
+def _ids(tokenizer, text: str) -> torch.Tensor:
+    return torch.tensor(tokenizer(text, add_special_tokens=False)["input_ids"])
+
+
 def sft(model, tokenizer, examples: list[SftExample], steps: int, lr: float, batch: int, seed: int = 0,
-        augment=None, augment_prob: float = 0.0, log=print) -> list[float]:
+        augment=None, augment_prob: float = 0.0, log=print, probes: dict | None = None) -> list[float]:
     """Token-mean cross-entropy on the responses; AdamW with warm-up and cosine decay; ``steps`` optimizer
     steps of about ``batch`` examples each (epochs over length buckets in random order). ``augment(rng,
-    prompt, response)`` rewrites an example with probability ``augment_prob`` each time it is drawn."""
+    prompt, response)`` rewrites an example with probability ``augment_prob`` each time it is drawn.
+    ``probes`` ({name: examples}) adds each set's ``step_accuracy`` to the ten progress lines."""
     params = [p for p in model.parameters() if p.requires_grad]
     opt = torch.optim.AdamW(params, lr=lr, weight_decay=0.0)
     warm = max(1, steps // 20)     # linear warm-up, then cosine decay to 10% of lr
     sched = torch.optim.lr_scheduler.LambdaLR(
         opt, lambda s: (s + 1) / warm if s < warm else 0.1 + 0.45 * (1 + np.cos(np.pi * (s - warm) / max(1, steps - warm))))
     rng = np.random.default_rng(seed)
-
-    def ids(text: str) -> torch.Tensor:
-        return torch.tensor(tokenizer(text, add_special_tokens=False)["input_ids"])
+    ids = functools.partial(_ids, tokenizer)
     # Length-bucketed batches: neighbours in length order, so a batch pads to about its own length
     # (prompts with long admissible lists would otherwise set the cost of every batch).
     order = np.argsort([len(e.prompt) + len(e.response) for e in examples], kind="stable")
@@ -109,15 +136,19 @@ def sft(model, tokenizer, examples: list[SftExample], steps: int, lr: float, bat
         sched.step()
         losses.append(loss.item())
         if log and (step + 1) % max(1, steps // 10) == 0:
+            acc = "".join(f" | step accuracy {name} {step_accuracy(model, tokenizer, probe):.3f}"
+                          for name, probe in (probes or {}).items())
             log(f"sft step {step + 1}/{steps} loss {np.mean(losses[-max(1, steps // 10):]):.4f} "
-                f"({time.perf_counter() - t0:.0f}s)")
+                f"({time.perf_counter() - t0:.0f}s){acc}")
     model.eval()
     return losses
 
 
-def run_sft(cfg, spec, make_env, tasks, path: Path, prompt_settings, held_out=()) -> Path:
+def run_sft(cfg, spec, make_env, tasks, path: Path, prompt_settings, held_out=(), make_eval_env=None) -> Path:
     """Warm start used by the trainer: expert data from the train tasks, SFT, save a model folder.
-    ``held_out`` task ids are kept out of the names that ``cfg.sft_rename`` draws from."""
+    ``held_out`` task ids are kept out of the names that ``cfg.sft_rename`` draws from; with
+    ``cfg.sft_probe`` the expert's steps on the first of them (played in ``make_eval_env``, for envs
+    that fix the split at construction) are scored as the SFT goes."""
     from agents.models import TINY, LoraSettings, add_lora, load_policy
     from agents.prompts import make_prompter
     torch.manual_seed(cfg.seed)
@@ -131,6 +162,8 @@ def run_sft(cfg, spec, make_env, tasks, path: Path, prompt_settings, held_out=()
         augment = make_augmenter(cfg.env, exclude=[str(t) for t in held_out])
     if cfg.sft_passes < 1:
         raise ValueError(f"sft_passes must be >= 1, got {cfg.sft_passes}")
+    if cfg.sft_probe < 0:
+        raise ValueError(f"sft_probe is a number of held-out tasks (0 = off), got {cfg.sft_probe}")
     if not 0.0 <= cfg.sft_explore < 1.0 or not 0.0 <= cfg.sft_rename <= 1.0:
         raise ValueError(f"sft_explore must be in [0, 1) and sft_rename in [0, 1]; got {cfg.sft_explore}, "
                          f"{cfg.sft_rename}")
@@ -139,14 +172,26 @@ def run_sft(cfg, spec, make_env, tasks, path: Path, prompt_settings, held_out=()
     for p in range(cfg.sft_passes):   # a pass = one episode per task; passes differ only by exploration
         examples += expert_examples(spec, make_env, tasks, prompter, tok, cfg.max_steps or spec.max_steps,
                                     seed=cfg.seed + p * len(tasks), explore=cfg.sft_explore if p else 0.0)
+        if p == 0:
+            plain = list(examples)    # detour-free steps, the train probe's source
     print(f"warm start: {len(examples)} expert steps from {cfg.sft_passes} x {len(tasks)} episodes")
+    probes = {}
+    if cfg.sft_probe > 0:
+        held_out = list(held_out)[:cfg.sft_probe]
+        if not held_out:
+            raise ValueError("sft_probe needs held-out tasks (the eval split is empty)")
+        probes["held-out"] = expert_examples(spec, make_eval_env or make_env, held_out, prompter, tok,
+                                             cfg.max_steps or spec.max_steps, seed=cfg.seed)
+        # the train probe: as many steps as the held-out one, from the detour-free training episodes
+        pick = np.random.default_rng(cfg.seed).permutation(len(plain))[:len(probes["held-out"])]
+        probes["train"] = [plain[i] for i in sorted(pick)]
     mode = cfg.sft_mode if cfg.sft_mode != "auto" else ("full" if cfg.model == TINY else "lora")
     if mode not in ("full", "lora"):
         raise ValueError(f"sft_mode must be full | lora | auto, got {cfg.sft_mode!r}")
     if mode == "lora":
         model = add_lora(model, LoraSettings(rank=cfg.lora_rank, alpha=cfg.lora_alpha, mlp=cfg.lora_mlp))
     sft(model, tok, examples, cfg.sft_steps, cfg.sft_lr, cfg.sft_batch, cfg.seed, augment=augment,
-        augment_prob=cfg.sft_rename)
+        augment_prob=cfg.sft_rename, probes=probes)
     if mode == "lora":
         model = model.merge_and_unload()
     tmp = path.with_name(path.name + ".tmp")

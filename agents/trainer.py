@@ -90,6 +90,8 @@ class Trainer:
         if eval_tasks is None:
             eval_tasks = self._list_tasks(self.make_eval_env, cfg.eval_split)
         self.train_tasks, self.eval_tasks = list(train_tasks), list(eval_tasks)
+        if not 0.0 <= cfg.rl_rename <= 1.0:
+            raise ValueError(f"rl_rename is a probability in [0, 1], got {cfg.rl_rename}")
         if not self.train_tasks:
             raise ValueError(f"no training tasks in split {cfg.train_split!r} of {cfg.env}")
         from estimators import available_estimators
@@ -135,7 +137,7 @@ class Trainer:
         if not (path / "config.json").exists():
             from agents.sft import run_sft
             run_sft(self.cfg, self.spec, self.make_env, self.train_tasks, path, self.prompt_settings,
-                    held_out=self.eval_tasks)
+                    held_out=self.eval_tasks, make_eval_env=self.make_eval_env)
         return str(path)
 
     # ------------------------------------------------------------------ rollouts
@@ -153,10 +155,21 @@ class Trainer:
             n_eval = min(c.eval_tasks or len(self.eval_tasks), len(self.eval_tasks))
             n = c.batch_tasks * c.group_size if train else max(1, min(c.eval_batch, n_eval))
             self._collectors[kind] = RolloutCollector(
-                self.model, self.tok, self.make_env if train else self.make_eval_env, n,
+                self.model, self.tok, self._rollout_env_factory() if train else self.make_eval_env, n,
                 make_prompter(c.env, self.prompt_settings), rs,
                 self.spec.reward_map, vector_mode=c.vector_mode, fallback_chars=self.spec.fallback_chars)
         return self._collectors[kind]
+
+    def _rollout_env_factory(self):
+        """Training rollouts' env maker: with ``rl_rename`` a share of episodes plays in a renamed world
+        (``agents.augment.RenamedWorld``; the held-out tasks' names are never drawn). SFT and evaluation
+        always use the plain env."""
+        if self.cfg.rl_rename <= 0:
+            return self.make_env
+        from agents.augment import RenamedWorld, make_augmenter
+        renamer, rate, make = make_augmenter(self.cfg.env, exclude=[str(t) for t in self.eval_tasks]), \
+            self.cfg.rl_rename, self.make_env
+        return lambda: RenamedWorld(make(), renamer, rate)
 
     def rollout(self, it: int):
         c = self.cfg
@@ -275,12 +288,13 @@ class Trainer:
         ro, rng = self.rollout(it)
         t1 = time.perf_counter()
         adv = self.advantages(ro)
+        t2 = time.perf_counter()
         metrics = self.update(ro, adv, rng)
         b = ro.batch
         metrics.update(iteration=it, success=float(ro.success.mean()), episode_return=float(ro.episode_return.mean()),
                        episode_length=float(ro.episode_length.mean()), valid_rate=float(b.action_valid.mean()),
                        rows=len(b.reward), adv_mean=float(adv.mean()), adv_std=float(adv.std()),
-                       rollout_s=t1 - t0, update_s=time.perf_counter() - t1, gen_s=ro.gen_seconds,
+                       rollout_s=t1 - t0, estimator_s=t2 - t1, update_s=time.perf_counter() - t2, gen_s=ro.gen_seconds,
                        env_s=ro.env_seconds)
         return metrics
 

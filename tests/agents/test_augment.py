@@ -4,7 +4,7 @@ import re
 import numpy as np
 import pytest
 
-from agents.augment import TextCraftRenamer, make_augmenter
+from agents.augment import RenamedWorld, TextCraftRenamer, make_augmenter
 from agents.envs import get_env_spec
 from agents.prompts import PromptSettings, make_prompter
 from agents.sft import expert_examples
@@ -51,7 +51,7 @@ def test_held_out_names_are_never_drawn():
 
 
 def test_unknown_env_has_no_augmenter():
-    with pytest.raises(ValueError, match="no SFT augmentation"):
+    with pytest.raises(ValueError, match="no renaming augmentation"):
         make_augmenter("webshop")
 
 
@@ -68,3 +68,79 @@ def test_exploration_adds_detours_that_are_not_targets(tiny):
         assert re.fullmatch(r"<action>(get 1 .+|craft 1 .+ using 1 .+)</action><\|im_end\|>", e.response)
     with pytest.raises(ValueError, match="explore"):
         expert_examples(spec, lambda: FakeCraftEnv(), [0], prompter, tok, max_steps=2, explore=1.0)
+
+
+def _textcraft():
+    spec = get_env_spec("textcraft")
+    env = spec.make(max_steps=8, preset="agentgym", depths=(1, 2))
+    return spec, env, spec.tasks(env, "train"), spec.tasks(env, "test")
+
+
+def test_renamed_world_is_won_by_the_renamed_expert_and_hides_the_real_names():
+    spec, env, train, held_out = _textcraft()
+    renamer = TextCraftRenamer(exclude=held_out)
+    world = RenamedWorld(env, renamer, rate=1.0)
+    for task in train[:12]:
+        obs, info = world.reset(seed=5, options={"task_id": task})
+        real_goal = env.unwrapped._info()["goal"]
+        assert info["renamed"] and info["goal"] != real_goal
+        assert f"Goal: craft {info['goal']}." in obs and f"Goal: craft {real_goal}." not in obs
+        assert info["anchor"] == env.unwrapped._info()["anchor"]     # grouping keys stay the real state's
+        for _ in range(8):
+            real_action = spec.expert(env)[0]
+            shown = renamer.apply(real_action, world._fwd)            # what a reading policy would answer
+            assert shown in info["admissible_actions"]
+            obs, reward, terminated, truncated, info = world.step(shown)
+            assert info["action_succeeded"], (task, shown, obs)
+            if terminated or truncated:
+                break
+        assert info["won"] and reward == 1.0, task
+
+
+def test_renamed_world_is_seeded_per_reset_never_uses_held_out_names_and_rate_zero_is_the_plain_env():
+    spec, env, train, held_out = _textcraft()
+    renamer = TextCraftRenamer(exclude=held_out)
+    world = RenamedWorld(env, renamer, rate=1.0)
+    first = world.reset(seed=11, options={"task_id": train[0]})[0]
+    other = world.reset(seed=12, options={"task_id": train[0]})[0]
+    assert world.reset(seed=11, options={"task_id": train[0]})[0] == first != other   # a group shares its world
+    names = {n.replace("minecraft:", "").replace("_", " ") for n in held_out}
+    for seed in range(40):
+        world.reset(seed=seed, options={"task_id": train[seed % len(train)]})
+        assert not names & {new for old, new in world._fwd.items() if old != new}
+        assert sorted(world._fwd) == sorted(world._fwd.values())                      # a bijection
+    plain = RenamedWorld(env, renamer, rate=0.0)
+    obs, info = plain.reset(seed=11, options={"task_id": train[0]})
+    assert not info["renamed"] and obs == env.reset(seed=11, options={"task_id": train[0]})[0]
+    half = RenamedWorld(env, renamer, rate=0.5)
+    share = np.mean([half.reset(seed=s, options={"task_id": train[0]})[1]["renamed"] for s in range(200)])
+    assert 0.35 < share < 0.65
+    with pytest.raises(ValueError, match="rename rate"):
+        RenamedWorld(env, renamer, rate=1.5)
+
+
+def test_trainer_renames_training_rollouts_only(tmp_path):
+    from agents.config import TrainConfig
+    from agents.trainer import Trainer
+    env_kwargs = '{"preset": "agentgym", "depths": [1, 2]}'
+    cfg = TrainConfig(env="textcraft", env_kwargs=env_kwargs, model="tiny", out_dir=str(tmp_path), rl_rename=1.0,
+                      batch_tasks=2, group_size=2, max_steps=1, max_new_tokens=4, eval_tasks=2, eval_batch=2,
+                      tensorboard=False, progress=False)
+    tr = Trainer(cfg)
+    world = tr.collector("train").envs.envs[0].env
+    assert isinstance(world, RenamedWorld) and world.rate == 1.0
+    assert not {t.replace("_", " ") for t in tr.eval_tasks} & set(world.renamer.pool)
+    assert not isinstance(tr.collector("eval").envs.envs[0].env, RenamedWorld)
+
+    def goal(text):
+        return re.search(r"Goal: craft (.+?)\.", text).group(1)
+
+    ro, _ = tr.rollout(1)       # max_steps 1: one row per episode, acted on the reset state
+    assert len(ro.prompt_ids) == 4
+    for prompt, anchor in zip(ro.prompt_ids, ro.batch.anchor):
+        assert goal(tr.tok.decode(prompt)) != goal(str(anchor))       # the anchor keeps the real state
+    ev = tr.collector("eval").collect(tr.eval_tasks[:2], [0, 0], [0, 1])
+    for prompt, anchor in zip(ev.prompt_ids, ev.batch.anchor):
+        assert goal(tr.tok.decode(prompt)) == goal(str(anchor))
+    with pytest.raises(ValueError, match="rl_rename"):
+        Trainer(TrainConfig(**{**cfg.__dict__, "rl_rename": -0.1}))

@@ -42,3 +42,39 @@ def test_expert_examples_use_rl_prompts_and_sft_learns_them(tiny):
     torch.manual_seed(0)
     losses = sft(model, tok, ex, steps=30, lr=3e-3, batch=6, log=None)
     assert losses[-1] < 0.5 * losses[0]
+
+
+def test_step_accuracy_counts_the_answers_greedy_decoding_reproduces(tiny):
+    from agents.models import load_policy
+    from agents.sft import step_accuracy
+    model, tok = load_policy("tiny")
+    spec = get_env_spec("textcraft")
+    prompter = make_prompter("textcraft", PromptSettings(require_think=False))
+    ex = expert_examples(spec, lambda: FakeCraftEnv(max_steps=3), list(range(6)), prompter, tok, max_steps=3)
+    torch.manual_seed(0)
+    assert step_accuracy(model, tok, ex) == 0.0
+    sft(model, tok, ex[:6], steps=100, lr=3e-3, batch=6, log=None)    # tasks 0-2 only
+    acc = step_accuracy(model, tok, ex, batch=5)
+    assert step_accuracy(model, tok, ex[:6]) > step_accuracy(model, tok, ex[6:])
+    greedy = []
+    for e in ex:
+        enc = tok(e.prompt, add_special_tokens=False, return_tensors="pt")
+        target = tok(e.response, add_special_tokens=False)["input_ids"]
+        out = model.generate(**enc, max_new_tokens=len(target), do_sample=False, pad_token_id=tok.pad_token_id)
+        greedy.append(out[0, enc["input_ids"].shape[1]:].tolist() == target)
+    assert 0 < acc < 1 and acc == sum(greedy) / len(ex)
+
+
+def test_run_sft_logs_held_out_and_train_step_accuracy(tmp_path, capsys):
+    from agents.sft import run_sft
+    spec = get_env_spec("textcraft")
+    cfg = TrainConfig(env="textcraft", model="tiny", sft_steps=10, sft_lr=3e-3, sft_batch=4, sft_probe=2, max_steps=3,
+                      out_dir=str(tmp_path))
+    settings = PromptSettings(require_think=False)
+    make = lambda: FakeCraftEnv(max_steps=3)
+    run_sft(cfg, spec, make, [0, 1, 2, 3], tmp_path / "ws", settings, held_out=[8, 9])
+    lines = [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("sft step")]
+    assert len(lines) == 10 and all("step accuracy held-out" in ln and "step accuracy train" in ln for ln in lines)
+    import pytest
+    with pytest.raises(ValueError, match="sft_probe"):
+        run_sft(dataclasses.replace(cfg, sft_probe=-1), spec, make, [0], tmp_path / "ws2", settings)
