@@ -25,19 +25,27 @@ def pad_batch(prompt_ids, response_ids, pad_id: int, device):
     return ids.to(device), attn.to(device), pos.to(device), attn[:, P:].to(device).float()
 
 
-def response_logprobs(model, prompt_ids, response_ids, pad_id: int, temperature: float = 1.0,
-                      with_entropy: bool = True):
-    """Per-token log-prob (and entropy) of each response under ``model``. Shapes (B, R)."""
+def response_logits(model, prompt_ids, response_ids, pad_id: int):
+    """Teacher-forced logits at each response position: (B, R, V) logits, the (B, R) response ids
+    they predict, and the (B, R) response mask."""
     device = next(model.parameters()).device
     ids, attn, pos, rmask = pad_batch(prompt_ids, response_ids, pad_id, device)
     R = rmask.shape[1]
     # Only the R positions that predict response tokens need the LM head (the vocab can be 150k).
     logits = model(input_ids=ids, attention_mask=attn, position_ids=pos, logits_to_keep=R + 1,
-                   use_cache=False).logits[:, :-1].float()
+                   use_cache=False).logits[:, :-1]
+    return logits, ids[:, -R:], rmask
+
+
+def response_logprobs(model, prompt_ids, response_ids, pad_id: int, temperature: float = 1.0,
+                      with_entropy: bool = True):
+    """Per-token log-prob (and entropy) of each response under ``model``. Shapes (B, R)."""
+    logits, targets, rmask = response_logits(model, prompt_ids, response_ids, pad_id)
+    logits = logits.float()
     if temperature != 1.0:
         logits = logits / temperature
     lp_all = torch.log_softmax(logits, -1)
-    logp = lp_all.gather(-1, ids[:, -R:].unsqueeze(-1)).squeeze(-1)
+    logp = lp_all.gather(-1, targets.unsqueeze(-1)).squeeze(-1)
     ent = -(lp_all.exp() * lp_all).sum(-1) if with_entropy else None
     return logp, ent, rmask
 

@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from agents.ppo import pad_batch, response_logprobs
+from agents.ppo import response_logits, response_logprobs
 
 
 @dataclass(frozen=True)
@@ -81,16 +81,12 @@ def step_accuracy(model, tokenizer, examples: list[SftExample], batch: int = 32)
         raise ValueError("step_accuracy needs at least one example")
     was_training = model.training
     model.eval()
-    device = next(model.parameters()).device
     right = 0
     for k in range(0, len(examples), batch):
         chunk = examples[k:k + batch]
-        ids, attn, pos, rmask = pad_batch([_ids(tokenizer, e.prompt) for e in chunk],
-                                          [_ids(tokenizer, e.response) for e in chunk], tokenizer.pad_token_id, device)
-        R = rmask.shape[1]
-        pred = model(input_ids=ids, attention_mask=attn, position_ids=pos, logits_to_keep=R + 1,
-                     use_cache=False).logits[:, :-1].argmax(-1)
-        right += int(((pred == ids[:, -R:]) | (rmask == 0)).all(-1).sum())
+        logits, targets, rmask = response_logits(model, [_ids(tokenizer, e.prompt) for e in chunk],
+                                                 [_ids(tokenizer, e.response) for e in chunk], tokenizer.pad_token_id)
+        right += int(((logits.argmax(-1) == targets) | (rmask == 0)).all(-1).sum())
     model.train(was_training)
     return right / len(examples)
 

@@ -167,8 +167,8 @@ class Trainer:
         if self.cfg.rl_rename <= 0:
             return self.make_env
         from agents.augment import RenamedWorld, make_augmenter
-        renamer, rate, make = make_augmenter(self.cfg.env, exclude=[str(t) for t in self.eval_tasks]), \
-            self.cfg.rl_rename, self.make_env
+        renamer = make_augmenter(self.cfg.env, exclude=[str(t) for t in self.eval_tasks])
+        make, rate = self.make_env, self.cfg.rl_rename     # the closure must not hold the trainer (async envs)
         return lambda: RenamedWorld(make(), renamer, rate)
 
     def rollout(self, it: int):
