@@ -54,7 +54,8 @@ class TrainConfig:
     capture_hidden: bool = opt(True, "record the embedding during generation (needed by bigpo/bipace)")
     key_kind: str = opt("action_tag", "PACE action key: action_tag | first_token | projected (the action sent to the env)")
     rl_rename: float = opt(0.0, "chance a training episode plays in a world with its item names consistently renamed "
-                                "(textcraft; only reading the recipes wins one, recalling goals does not; see agents/augment.py)")
+                                "(textcraft; only reading the recipes wins one, recalling goals does not; see agents/augment.py); "
+                                "the logs then add success_renamed and success_plain")
     # --- estimator ----------------------------------------------------------------------------
     gamma: float = opt(0.95, "discount of step returns")
     mode: str = opt("mean_norm", "step/episode normalisation: mean_norm | mean_std_norm")

@@ -110,6 +110,7 @@ class Rollout:
     success: np.ndarray | None = None           # (n_envs,) episode won
     episode_return: np.ndarray | None = None    # (n_envs,) mapped reward sum
     episode_length: np.ndarray | None = None    # (n_envs,)
+    renamed: np.ndarray | None = None           # (n_envs,) played in a renamed world (reset info 'renamed')
     gen_seconds: float = 0.0
     env_seconds: float = 0.0
 
@@ -192,6 +193,7 @@ class RolloutCollector:
         obs, infos = self.envs.reset(seed=[int(s) for s in seeds], options={"task_ids": list(task_ids)})
         env_s = time.perf_counter() - t0
         cur_obs, cur_info = list(obs), [_info_at(infos, i) for i in range(n)]
+        renamed = np.array([bool(info.get("renamed", False)) for info in cur_info])
         for i in range(n):
             self.prompter.reset(i, cur_obs[i], cur_info[i])
         active = np.ones(n, bool)
@@ -244,5 +246,6 @@ class RolloutCollector:
                              action_valid=np.asarray(rows["valid"], dtype=bool),
                              anchor=anchors, action_key=keys, embedding=embs)
         ro.env_index, ro.success, ro.episode_return, ro.episode_length = env, success, ret, length
+        ro.renamed = renamed
         ro.gen_seconds, ro.env_seconds = gen_s, env_s
         return ro

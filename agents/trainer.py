@@ -283,6 +283,11 @@ class Trainer:
         out["grad_norm"] = float(np.mean(grad_norms)) if grad_norms else 0.0
         return out
 
+    def batch_metrics(self, ro, adv: np.ndarray) -> dict:
+        """Extra per-iteration log values from the batch (a subclass hook, outside every timer; e.g.
+        benchmarks/compare.py adds its step-group statistics)."""
+        return {}
+
     def iteration(self, it: int) -> dict:
         t0 = time.perf_counter()
         ro, rng = self.rollout(it)
@@ -296,6 +301,10 @@ class Trainer:
                        rows=len(b.reward), adv_mean=float(adv.mean()), adv_std=float(adv.std()),
                        rollout_s=t1 - t0, estimator_s=t2 - t1, update_s=time.perf_counter() - t2, gen_s=ro.gen_seconds,
                        env_s=ro.env_seconds)
+        metrics.update(self.batch_metrics(ro, adv))
+        if self.cfg.rl_rename > 0:      # the two kinds of episode measure different skills: log them apart
+            for name, which in (("success_renamed", ro.renamed), ("success_plain", ~ro.renamed)):
+                metrics[name] = float(ro.success[which].mean()) if which.any() else float("nan")
         return metrics
 
     # ------------------------------------------------------------------ checkpoints

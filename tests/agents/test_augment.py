@@ -136,11 +136,14 @@ def test_trainer_renames_training_rollouts_only(tmp_path):
         return re.search(r"Goal: craft (.+?)\.", text).group(1)
 
     ro, _ = tr.rollout(1)       # max_steps 1: one row per episode, acted on the reset state
-    assert len(ro.prompt_ids) == 4
+    assert len(ro.prompt_ids) == 4 and ro.renamed.all()
     for prompt, anchor in zip(ro.prompt_ids, ro.batch.anchor):
         assert goal(tr.tok.decode(prompt)) != goal(str(anchor))       # the anchor keeps the real state
     ev = tr.collector("eval").collect(tr.eval_tasks[:2], [0, 0], [0, 1])
+    assert not ev.renamed.any()
     for prompt, anchor in zip(ev.prompt_ids, ev.batch.anchor):
         assert goal(tr.tok.decode(prompt)) == goal(str(anchor))
+    m = tr.iteration(1)     # success is logged per kind of world; with rate 1 there is no plain episode
+    assert m["success_renamed"] == m["success"] and np.isnan(m["success_plain"])
     with pytest.raises(ValueError, match="rl_rename"):
         Trainer(TrainConfig(**{**cfg.__dict__, "rl_rename": -0.1}))

@@ -116,3 +116,30 @@ def test_recomputed_old_logprobs_match_the_rollout_ones(tmp_path):
     for a, b in zip(fresh, ro.old_logprobs):
         assert torch.allclose(a, b, atol=1e-4)
     assert tr.update(ro, tr.advantages(ro), __import__("numpy").random.default_rng(0))["loss"] != 0.0
+
+
+def test_update_moves_the_policy_up_the_advantage_weighted_log_likelihood(tmp_path):
+    # the sign check the parameter-change test cannot make: a flipped advantage or loss sign fails here.
+    # One small optimizer step over all rows is first-order, so the surrogate sum_r A_r * log p(answer_r)
+    # must rise; a single row may not, since the rows share parameters.
+    import numpy as np
+    from agents.ppo import response_logprobs
+    tr = _trainer(_cfg(tmp_path, kl_coef=0.0, entropy_coef=0.0, lr=1e-4, ppo_epochs=1, mini_batch_rows=0))
+    ro, rng = tr.rollout(1)
+    rows = [r for r in range(len(ro.response_ids)) if len(ro.response_ids[r]) > 0]
+    adv = np.zeros(len(ro.response_ids))
+    adv[rows[0::2]], adv[rows[1::2]] = 1.0, -1.0
+
+    def surrogate():
+        with torch.no_grad():
+            lp, _, mask = response_logprobs(tr.model, [ro.prompt_ids[r] for r in rows],
+                                            [ro.response_ids[r] for r in rows], tr.tok.pad_token_id,
+                                            tr.cfg.temperature, with_entropy=False)
+        return float((torch.as_tensor(adv[rows], dtype=lp.dtype) * (lp * mask).sum(1)).sum())
+
+    before = surrogate()
+    tr.update(ro, adv, rng)
+    after = surrogate()
+    assert after > before
+    tr.update(ro, -adv, rng)        # the opposite advantages push it back down
+    assert surrogate() < after

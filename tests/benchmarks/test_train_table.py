@@ -1,0 +1,28 @@
+"""benchmarks/train_table.py: a table continues where it stopped, and refuses to mix settings."""
+import json
+
+import pytest
+
+from benchmarks import train_table
+
+TINY = ["--sft-steps", "2", "--iterations", "1", "--batch-tasks", "2", "--group-size", "2", "--eval-tasks", "2",
+        "--eval-repeats", "1", "--max-steps", "2", "--max-new-tokens", "4", "--threads", "1", "--seeds", "0"]
+
+
+def test_rerun_keeps_finished_runs_adds_missing_ones_and_refuses_other_settings(tmp_path, capsys):
+    out = ["--out", str(tmp_path)]
+    train_table.main(out + TINY + ["--estimators", "grpo"])
+    first = json.loads((tmp_path / "results.json").read_text())
+    assert [(r["estimator"], r["seed"]) for r in first] == [("grpo", 0)]
+    assert first[0]["sft_s"] > 0        # the warm start's own time, recorded beside it
+
+    train_table.main(out + TINY + ["--estimators", "grpo", "gigpo"])
+    second = json.loads((tmp_path / "results.json").read_text())
+    assert second[0] == first[0]        # kept, not rerun
+    assert [(r["estimator"], r["seed"]) for r in second] == [("grpo", 0), ("gigpo", 0)]
+    assert second[1]["eval_before"] == first[0]["eval_before"] and second[1]["sft_s"] == first[0]["sft_s"]
+    assert "grpo seed 0: kept" in capsys.readouterr().out
+
+    with pytest.raises(SystemExit, match="other settings.*'lr': \\(0.0002, 0.001\\)"):
+        train_table.main(out + TINY + ["--estimators", "bipace", "--lr", "1e-3"])
+    assert json.loads((tmp_path / "results.json").read_text()) == second
