@@ -84,7 +84,7 @@ def main(argv=None) -> None:
     out = Path(args.out)
     # rerunning with the same --out continues a table: finished runs are kept, not redone, so the
     # settings that shape a run must be the ones the kept runs used
-    shaping = {k: v for k, v in vars(args).items() if k not in ("out", "seeds", "estimators", "threads", "sft_only")}
+    shaping = {k: v for k, v in vars(args).items() if k not in ("out", "seeds", "estimators", "threads", "sft_only", "sft_probe")}
     settings_file = out / "table_settings.json"
     if settings_file.exists() and (old := json.loads(settings_file.read_text())) != shaping:
         diff = {k: (old.get(k), v) for k, v in shaping.items() if old.get(k) != v}
