@@ -21,7 +21,8 @@ The full table from that warm start (``--lr 5e-4 --temperature 0.7 --eval-repeat
 lowered held-out success in every run: grpo/gigpo/bipace x seeds 0-1 went from 10.8% to 8.2-10.4%
 (231 episodes each). Nor did it raise success on new episodes of training goals (63.6% -> 61-65%, 154
 episodes of 77 goals): most groups win all or none of their episodes, so they carry no signal, and
-updates from the few mixed groups spill over onto goals the policy already won.
+updates from the few mixed groups spill over onto goals the policy already won. A 50-iteration GRPO run
+(17 min) ended at 10.4% held-out / 63.0% training goals.
 """
 from __future__ import annotations
 
