@@ -9,7 +9,15 @@ TINY = ["--sft-steps", "2", "--iterations", "1", "--batch-tasks", "2", "--group-
         "--eval-repeats", "1", "--max-steps", "2", "--max-new-tokens", "4", "--threads", "1", "--seeds", "0"]
 
 
-def test_rerun_keeps_finished_runs_adds_missing_ones_and_refuses_other_settings(tmp_path, capsys):
+@pytest.fixture
+def keep_torch_threads():
+    import torch
+    n = torch.get_num_threads()     # main() sets the process-wide thread count; later tests keep theirs
+    yield
+    torch.set_num_threads(n)
+
+
+def test_rerun_keeps_finished_runs_adds_missing_ones_and_refuses_other_settings(tmp_path, capsys, keep_torch_threads):
     out = ["--out", str(tmp_path)]
     train_table.main(out + TINY + ["--estimators", "grpo"])
     first = json.loads((tmp_path / "results.json").read_text())
