@@ -86,7 +86,8 @@ def main(argv=None) -> None:
     # rerunning with the same --out continues a table: finished runs are kept, not redone, so the
     # settings that shape a run must be the ones the kept runs used
     shaping = {k: v for k, v in vars(args).items() if k not in ("out", "seeds", "estimators", "threads", "sft_only", "sft_probe")}
-    settings_file = out / "table_settings.json"
+    settings_file, results_file = out / "table_settings.json", out / "results.json"
+    warm_time_file = out / "warm_start_s.json"
     if settings_file.exists() and (old := json.loads(settings_file.read_text())) != shaping:
         diff = {k: (old.get(k), v) for k, v in shaping.items() if old.get(k) != v}
         raise SystemExit(f"{out} holds runs made with other settings (kept, now): {diff}; "
@@ -112,19 +113,19 @@ def main(argv=None) -> None:
         run_sft(scfg, spec, make_env, tasks, warm, PromptSettings(history_length=args.history_length,
                                                                  require_think=False, compact=True,
                                                                  show_admissible=args.show_admissible), held_out=held_out)
-        (out / "warm_start_s.json").write_text(json.dumps({"sft_s": time.perf_counter() - t0}))
+        warm_time_file.write_text(json.dumps({"sft_s": time.perf_counter() - t0}))
     # a reused warm start reports the time it took when it was made (0 if that was not recorded)
-    sft_s = json.loads((out / "warm_start_s.json").read_text())["sft_s"] if (out / "warm_start_s.json").exists() else 0.0
+    sft_s = json.loads(warm_time_file.read_text())["sft_s"] if warm_time_file.exists() else 0.0
     print(f"warm start ready in {sft_s:.0f}s: {warm}", flush=True)
     if args.sft_only:
         return
-    results = json.loads((out / "results.json").read_text()) if (out / "results.json").exists() else []
+    results = json.loads(results_file.read_text()) if results_file.exists() else []
     done = {(r["estimator"], r["seed"]) for r in results}
     before = results[0]["eval_before"] if results else None
     for seed in args.seeds:
         for est in args.estimators:
             if (est, seed) in done:
-                print(f"{est} seed {seed}: kept from {out / 'results.json'}", flush=True)
+                print(f"{est} seed {seed}: kept from {results_file}", flush=True)
                 continue
             cfg = TrainConfig(eval_before=before is None, model=str(warm), estimator=est, seed=seed, out_dir=str(out / f"{est}_seed{seed}"),
                               iterations=args.iterations, batch_tasks=args.batch_tasks, group_size=args.group_size,
@@ -137,7 +138,7 @@ def main(argv=None) -> None:
             s.update(sft_s=sft_s, eval_before=before)
             results.append(s)
             print(json.dumps(s), flush=True)
-            (out / "results.json").write_text(json.dumps(results, indent=1))   # partial results survive
+            results_file.write_text(json.dumps(results, indent=1))   # partial results survive
     print("\n| estimator | seed | success after warm start | success after RL | change | RL wall s | warm start s |")
     print("|---|---|---|---|---|---|---|")
     for r in results:
