@@ -85,7 +85,8 @@ def main(argv=None) -> None:
     out = Path(args.out)
     # rerunning with the same --out continues a table: finished runs are kept, not redone, so the
     # settings that shape a run must be the ones the kept runs used
-    shaping = {k: v for k, v in vars(args).items() if k not in ("out", "seeds", "estimators", "threads", "sft_only", "sft_probe")}
+    not_shaping = ("out", "seeds", "estimators", "threads", "sft_only", "sft_probe")
+    shaping = {k: v for k, v in vars(args).items() if k not in not_shaping}
     settings_file, results_file = out / "table_settings.json", out / "results.json"
     warm_time_file = out / "warm_start_s.json"
     if settings_file.exists() and (old := json.loads(settings_file.read_text())) != shaping:
