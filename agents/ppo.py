@@ -25,9 +25,13 @@ def pad_batch(prompt_ids, response_ids, pad_id: int, device):
     return ids.to(device), attn.to(device), pos.to(device), attn[:, P:].to(device).float()
 
 
-def response_logits(model, prompt_ids, response_ids, pad_id: int):
+def response_logits(model, prompt_ids, response_ids, pad_id: int, keys=None):
     """Teacher-forced logits at each response position: (B, R, V) logits, the (B, R) response ids
-    they predict, and the (B, R) response mask."""
+    they predict, and the (B, R) response mask. With ``keys`` (one per row), rows with equal keys run
+    their common prompt prefix once (``agents.prefix``; same numbers, fewer tokens)."""
+    if keys is not None:
+        from agents.prefix import shared_response_logits
+        return shared_response_logits(model, prompt_ids, response_ids, keys, pad_id)
     device = next(model.parameters()).device
     ids, attn, pos, rmask = pad_batch(prompt_ids, response_ids, pad_id, device)
     R = rmask.shape[1]
@@ -38,9 +42,9 @@ def response_logits(model, prompt_ids, response_ids, pad_id: int):
 
 
 def response_logprobs(model, prompt_ids, response_ids, pad_id: int, temperature: float = 1.0,
-                      with_entropy: bool = True):
+                      with_entropy: bool = True, keys=None):
     """Per-token log-prob (and entropy) of each response under ``model``. Shapes (B, R)."""
-    logits, targets, rmask = response_logits(model, prompt_ids, response_ids, pad_id)
+    logits, targets, rmask = response_logits(model, prompt_ids, response_ids, pad_id, keys)
     logits = logits.float()
     if temperature != 1.0:
         logits = logits / temperature

@@ -76,12 +76,27 @@ class Prompter:
                          for k, (o, a) in enumerate(mem[start:], start=start))
 
     # --- rendering --------------------------------------------------------------
+    def compact_text(self, i: int, obs: str, act_line: str, instr: str) -> str:
+        """Small models' template: the task first at every step, so all prompts of a task share one token
+        prefix (run once, ``agents.prefix``), then each past action with what it gave, without the
+        boilerplate sentences (about 60 of a 250-token prompt)."""
+        mem = self.memory.get(i, [])
+        head = f"{self.intro} Your task is to: {self.tasks[i]}\n"
+        if not mem or self.s.history_length <= 0:
+            return f"{head}Your current observation is: {self.memory_obs(obs)}{act_line}\n{instr}"
+        results = [o for o, _ in mem[1:]] + [self.format_obs(obs)]
+        start = max(0, len(mem) - self.s.history_length)
+        lines = "\n".join(f"{a} -> {r}" for (_, a), r in list(zip(mem, results))[start:])
+        return f"{head}Your actions so far and what they gave:\n{lines}{act_line}\n{instr}"
+
     def user_text(self, i: int, obs: str, info: dict) -> str:
         n = len(self.memory.get(i, []))
         acts = info.get("admissible_actions") if self.s.show_admissible else None
         act_line = ("\nYour admissible actions of the current situation are: [" + self.format_actions(acts)
                     + "]." if acts is not None else "")
         instr = THINK_REQUIRED if self.s.require_think else (COMPACT if self.s.compact else THINK_OPTIONAL)
+        if self.s.compact:
+            return self.compact_text(i, obs, act_line, instr)
         cur = self.format_obs(obs)
         no_his = f"{self.intro} Your current observation is: {cur}{act_line}\n{instr}"
         if n == 0 or self.s.history_length <= 0:

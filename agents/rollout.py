@@ -42,6 +42,7 @@ class RolloutSettings:
     logprobs: bool = True             # keep per-token log-probs of the sampled tokens (needed for PPO)
     require_think: bool = True        # parser rule: answers without <think></think> are invalid
     key_kind: str = "action_tag"      # PACE action key: action_tag | first_token | projected
+    share_prefix: bool = True         # run each task's common prompt prefix once per step (agents.prefix)
 
 
 class HiddenCapture:
@@ -90,6 +91,14 @@ class _TaskEnv(gym.Wrapper):
         return self.env.reset(seed=seed, options=options)
 
 
+def _hashable(task):
+    try:
+        hash(task)
+        return task
+    except TypeError:
+        return repr(task)
+
+
 def _info_at(infos: dict, i: int) -> dict:
     """Env i's info from a vector env's merged infos (nested dicts, e.g. WebShop's goal, are merged
     key by key, so they are unpacked the same way)."""
@@ -104,6 +113,7 @@ class Rollout:
     prompt_ids: list = field(default_factory=list)
     response_ids: list = field(default_factory=list)
     old_logprobs: list = field(default_factory=list)
+    prefix_keys: list = field(default_factory=list)   # per row: rows with equal keys share a prompt prefix
     responses: list = field(default_factory=list)
     actions: list = field(default_factory=list)
     env_index: np.ndarray | None = None         # (N,) which env produced the row
@@ -146,16 +156,36 @@ class RolloutCollector:
             enc = {k: v[:, -self.s.max_prompt_tokens:] for k, v in enc.items()}
         return enc
 
+    def _encode_shared(self, texts: list[str], keys: list) -> tuple:
+        """Prompts cut after each key's common prefix, with that prefix already run (``agents.prefix``)."""
+        from agents.prefix import cache_kwarg, prefill, split_prompts
+        ids = [torch.tensor(x) for x in self.tok(texts, add_special_tokens=False)["input_ids"]]
+        longest = max(len(x) for x in ids)
+        if longest > self.s.max_prompt_tokens:
+            if self.s.truncation != "left":
+                raise ValueError(f"a prompt has {longest} tokens > max_prompt_tokens={self.s.max_prompt_tokens}; "
+                                 "raise --max-prompt-tokens, shorten --history-length, or use --truncation left")
+            ids = [x[-self.s.max_prompt_tokens:] for x in ids]
+        split = split_prompts(ids, keys, self.tok.pad_token_id)
+        cache = prefill(self.model, split)
+        return split.full_ids(), split.full_mask(), {cache_kwarg(self.model): cache}
+
     @torch.no_grad()
-    def generate(self, texts: list[str]):
-        """One batched generate. Returns (prompt ids list, response ids list, logprob list, texts, emb)."""
+    def generate(self, texts: list[str], keys: list | None = None):
+        """One batched generate. Rows with equal ``keys`` (same task) share their common prompt prefix's
+        forward when ``share_prefix`` is on. Returns (prompt ids, response ids, logprobs, texts, emb)."""
         dev = next(self.model.parameters()).device
-        enc = self._encode(texts)
-        ids, mask = enc["input_ids"].to(dev), enc["attention_mask"].to(dev)
+        extra = {}
+        if self.s.share_prefix and keys is not None:
+            ids, mask, extra = self._encode_shared(texts, keys)
+        else:
+            enc = self._encode(texts)
+            ids, mask = enc["input_ids"], enc["attention_mask"]
+        ids, mask = ids.to(dev), mask.to(dev)
         if self.capture is not None:
-            self.capture.arm()
+            self.capture.arm()       # after the prefix pass: the hook must see the last prompt token's pass
         out = self.model.generate(
-            input_ids=ids, attention_mask=mask, max_new_tokens=self.s.max_new_tokens,
+            **extra, input_ids=ids, attention_mask=mask, max_new_tokens=self.s.max_new_tokens,
             do_sample=self.s.do_sample, temperature=self.s.temperature if self.s.do_sample else None,
             top_p=self.s.top_p if self.s.do_sample else None, top_k=self.s.top_k if self.s.do_sample else None,
             eos_token_id=self.stop_ids, pad_token_id=self.tok.pad_token_id, use_cache=True,
@@ -189,6 +219,7 @@ class RolloutCollector:
             raise ValueError(f"need one task id, seed and group id per env ({n}); got "
                              f"{len(task_ids)}, {len(seeds)}, {len(group_ids)}")
         traj_ids = list(range(n)) if traj_ids is None else list(traj_ids)
+        prefix_keys = [_hashable(t) for t in task_ids]     # a task's prompts share goal and recipe lines
         t0 = time.perf_counter()
         obs, infos = self.envs.reset(seed=[int(s) for s in seeds], options={"task_ids": list(task_ids)})
         env_s = time.perf_counter() - t0
@@ -208,7 +239,7 @@ class RolloutCollector:
             texts = [self.tok.apply_chat_template(self.prompter.messages(i, cur_obs[i], cur_info[i]),
                                                   tokenize=False, add_generation_prompt=True) for i in idx]
             t1 = time.perf_counter()
-            p_ids, r_ids, r_lp, r_txt, emb = self.generate(texts)
+            p_ids, r_ids, r_lp, r_txt, emb = self.generate(texts, [prefix_keys[i] for i in idx])
             gen_s += time.perf_counter() - t1
             actions = [""] * n
             valid = {}
@@ -226,6 +257,7 @@ class RolloutCollector:
                                               kind=self.s.key_kind, projected_action=actions[i]))
                 rows["emb"].append(emb[k] if emb is not None else None)
                 ro.prompt_ids.append(p_ids[k]); ro.response_ids.append(r_ids[k]); ro.old_logprobs.append(r_lp[k])
+                ro.prefix_keys.append(prefix_keys[i])
                 ro.responses.append(r_txt[k]); ro.actions.append(actions[i])
                 self.prompter.record(i, cur_obs[i], actions[i])
                 ret[i] += r

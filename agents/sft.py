@@ -145,7 +145,7 @@ def run_sft(cfg, spec, make_env, tasks, path: Path, prompt_settings, held_out=()
     ``held_out`` task ids are kept out of the names that ``cfg.sft_rename`` draws from; with
     ``cfg.sft_probe`` the expert's steps on the first of them (played in ``make_eval_env``, for envs
     that fix the split at construction) are scored as the SFT goes."""
-    from agents.models import TINY, LoraSettings, add_lora, load_policy
+    from agents.models import LoraSettings, add_lora, load_policy
     from agents.prompts import make_prompter
     torch.manual_seed(cfg.seed)
     model, tok = load_policy(cfg.model, cfg.dtype, cfg.device, cfg.gradient_checkpointing)
@@ -181,7 +181,7 @@ def run_sft(cfg, spec, make_env, tasks, path: Path, prompt_settings, held_out=()
         # the train probe: as many steps as the held-out one, from the detour-free training episodes
         pick = np.random.default_rng(cfg.seed).permutation(len(plain))[:len(probes["held-out"])]
         probes["train"] = [plain[i] for i in sorted(pick)]
-    mode = cfg.sft_mode if cfg.sft_mode != "auto" else ("full" if cfg.model == TINY else "lora")
+    mode = cfg.sft_mode if cfg.sft_mode != "auto" else (cfg.preset().sft_mode if cfg.preset() else "lora")
     if mode not in ("full", "lora"):
         raise ValueError(f"sft_mode must be full | lora | auto, got {cfg.sft_mode!r}")
     if mode == "lora":

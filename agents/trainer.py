@@ -106,7 +106,8 @@ class Trainer:
             model, tokenizer = load_policy(base, cfg.dtype, cfg.device, cfg.gradient_checkpointing)
         self.tok = tokenizer
         torch.manual_seed(cfg.seed)     # LoRA init: same seed, same adapter
-        self.model = add_lora(model, LoraSettings(rank=cfg.lora_rank, alpha=cfg.lora_alpha, mlp=cfg.lora_mlp))
+        self.model = add_lora(model, LoraSettings(rank=cfg.lora_rank, alpha=cfg.lora_alpha, mlp=cfg.lora_mlp,
+                                                  top_layers=cfg.lora_layers))
         params = [p for p in self.model.parameters() if p.requires_grad]
         self.optimizer = torch.optim.AdamW(params, lr=cfg.resolved_lr(), weight_decay=cfg.weight_decay)
         self._collectors: dict[str, RolloutCollector] = {}
@@ -151,7 +152,8 @@ class Trainer:
                                  temperature=temp if temp > 0 else 1.0, top_p=c.top_p if train else 1.0,
                                  do_sample=temp > 0, capture_hidden=c.capture_hidden and train,
                                  hidden_layer=c.hidden_layer or None, logprobs=train,
-                                 require_think=self.prompt_settings.require_think, key_kind=c.key_kind)
+                                 require_think=self.prompt_settings.require_think, key_kind=c.key_kind,
+                                 share_prefix=c.share_prefix)
             n_eval = min(c.eval_tasks or len(self.eval_tasks), len(self.eval_tasks))
             n = c.batch_tasks * c.group_size if train else max(1, min(c.eval_batch, n_eval))
             self._collectors[kind] = RolloutCollector(
@@ -223,9 +225,10 @@ class Trainer:
         out, step = [], self.cfg.micro_batch_rows
         for s in range(0, len(ro.response_ids), step):
             rows = range(s, min(s + step, len(ro.response_ids)))
+            keys = [ro.prefix_keys[r] for r in rows] if self.cfg.share_prefix and ro.prefix_keys else None
             lp, _, _ = response_logprobs(self.model, [ro.prompt_ids[r] for r in rows],
                                          [ro.response_ids[r] for r in rows], self.tok.pad_token_id,
-                                         self.cfg.temperature, with_entropy=False)
+                                         self.cfg.temperature, with_entropy=False, keys=keys)
             out += [lp[k, :len(ro.response_ids[r])].cpu() for k, r in enumerate(rows)]
         return out
 
@@ -234,6 +237,11 @@ class Trainer:
         dev = next(self.model.parameters()).device
         lengths = np.array([len(r) for r in ro.response_ids])
         rows_all = np.flatnonzero(lengths > 0)      # a zero-length answer has no token to train
+        if c.skip_zero_adv:
+            rows_all = rows_all[adv[rows_all] != 0]
+        # the shared-prefix forward hands a KV cache between two calls, which gradient checkpointing drops
+        share = c.share_prefix and not c.gradient_checkpointing and len(ro.prefix_keys) == len(ro.prompt_ids)
+        key_code = np.unique([str(k) for k in ro.prefix_keys], return_inverse=True)[1] if share else None
         mini = c.mini_batch_rows or len(rows_all)
         sums = {"loss": 0.0, "pg_loss": 0.0, "kl": 0.0, "entropy": 0.0, "clipfrac": 0.0}
         tokens_seen, grad_norms = 0, []
@@ -245,15 +253,18 @@ class Trainer:
                 mb = order[s:s + mini]
                 T = float(lengths[mb].sum())
                 self.optimizer.zero_grad(set_to_none=True)
-                # micro-batches of similar total length pad less; the token-mean is over the whole mini-batch
-                mb_sorted = mb[np.argsort([len(ro.prompt_ids[r]) + lengths[r] for r in mb], kind="stable")]
+                # micro-batches of one task share its prompt prefix, and of similar length pad less; the
+                # token-mean is over the whole mini-batch either way
+                mb_sorted = mb[np.lexsort(([len(ro.prompt_ids[r]) + lengths[r] for r in mb],
+                                           key_code[mb] if share else np.zeros(len(mb))))]
                 for m0 in range(0, len(mb), c.micro_batch_rows):
                     rows = mb_sorted[m0:m0 + c.micro_batch_rows]
                     old = [old_all[r] for r in rows]
                     p_ids = [ro.prompt_ids[r] for r in rows]
                     r_ids = [ro.response_ids[r] for r in rows]
+                    row_keys = [ro.prefix_keys[r] for r in rows] if share else None
                     logp, ent, mask = response_logprobs(self.model, p_ids, r_ids, self.tok.pad_token_id,
-                                                        c.temperature)
+                                                        c.temperature, keys=row_keys)
                     old_t = torch.zeros_like(logp)
                     for k, o in enumerate(old):
                         old_t[k, :len(o)] = o.to(dev)
@@ -263,7 +274,7 @@ class Trainer:
                     if c.kl_coef > 0:
                         with torch.no_grad(), self.model.disable_adapter():
                             ref, _, _ = response_logprobs(self.model, p_ids, r_ids, self.tok.pad_token_id,
-                                                          c.temperature, with_entropy=False)
+                                                          c.temperature, with_entropy=False, keys=row_keys)
                     t = ppo_terms(logp, old_t, adv_t, mask, ref, c.clip_ratio, c.clip_ratio, c.dual_clip)
                     pg = (t["pg"] * mask).sum() / T
                     ent = (ent * mask).sum() / T

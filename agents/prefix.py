@@ -1,0 +1,127 @@
+"""Shared-prefix forwards: rows whose prompts start with the same tokens run those tokens once.
+
+The G rollouts of a task see the same system prompt, goal and recipe list at every step, and that
+prefix is most of a small model's prompt (about 200 of 250 tokens on TextCraft). Here each key's
+(task's) longest common token prefix is run once, its KV cache is indexed out to the key's rows, and
+only each row's own suffix (history, observation) and response go through the model per row.
+
+    split = split_prompts(prompt_ids, keys, pad_id)          # keys: one hashable per row (task id)
+    cache = prefill(model, split)                            # (rows, Lp) KV cache, expanded per row
+    out = model.generate(input_ids=split.full_ids(), attention_mask=split.full_mask(), **{cache_kwarg(model): cache})
+
+``shared_response_logits`` is the teacher-forced twin used by PPO and SFT; gradients flow through the
+prefix's cache into the adapter, so it equals the plain forward (tests/agents/test_prefix.py). Position ids
+follow ``generate``'s rule (cumulative sum of the attention mask), so padding before the prefix and
+between prefix and suffix changes nothing.
+"""
+from __future__ import annotations
+
+import inspect
+from dataclasses import dataclass
+
+import torch
+
+
+def cache_kwarg(model) -> str:
+    """Name of the KV-cache argument of ``model``'s forward (transformers renamed past_key_values)."""
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    return "cache" if "cache" in inspect.signature(base.forward).parameters else "past_key_values"
+
+
+def _output_cache(out):
+    return getattr(out, "cache", None) if getattr(out, "cache", None) is not None else out.past_key_values
+
+
+def common_prefix_len(seqs: list[torch.Tensor]) -> int:
+    """Length of the longest token prefix shared by every sequence."""
+    n = min(len(s) for s in seqs)
+    if len(seqs) == 1 or n == 0:
+        return n
+    stack = torch.stack([s[:n] for s in seqs])
+    same = (stack == stack[:1]).all(0)
+    diff = torch.nonzero(~same)
+    return int(diff[0]) if len(diff) else n
+
+
+def left_pad(seqs: list[torch.Tensor], pad_id: int, width: int | None = None):
+    width = max([len(s) for s in seqs] + [0]) if width is None else width
+    ids = torch.full((len(seqs), width), pad_id, dtype=torch.long)
+    mask = torch.zeros((len(seqs), width), dtype=torch.long)
+    for r, s in enumerate(seqs):
+        if len(s):
+            ids[r, width - len(s):] = s
+            mask[r, width - len(s):] = 1
+    return ids, mask
+
+
+@dataclass
+class PromptSplit:
+    """Prompts cut into one prefix per key (left-padded, (U, Lp)) and one suffix per row."""
+    prefix_ids: torch.Tensor
+    prefix_mask: torch.Tensor
+    row_prefix: torch.Tensor            # (N,) which prefix each row continues
+    suffixes: list[torch.Tensor]        # each row's tokens after its prefix (at least one)
+    pad_id: int
+
+    def suffix_batch(self):
+        return left_pad(self.suffixes, self.pad_id)
+
+    def full_ids(self) -> torch.Tensor:
+        """(N, Lp + Ls): prefix columns then left-padded suffix columns, the layout ``generate`` gets."""
+        return torch.cat([self.prefix_ids[self.row_prefix], self.suffix_batch()[0]], 1)
+
+    def full_mask(self) -> torch.Tensor:
+        return torch.cat([self.prefix_mask[self.row_prefix], self.suffix_batch()[1]], 1)
+
+
+def split_prompts(prompt_ids: list[torch.Tensor], keys: list, pad_id: int) -> PromptSplit:
+    """Group rows by key and cut each group's prompts after their common prefix. Every row keeps at
+    least its last prompt token as suffix (``generate`` needs one uncached token per row)."""
+    if len(keys) != len(prompt_ids):
+        raise ValueError(f"need one key per prompt; got {len(keys)} keys for {len(prompt_ids)} prompts")
+    order: dict = {}
+    for r, k in enumerate(keys):
+        order.setdefault(k, []).append(r)
+    row_prefix = torch.empty(len(prompt_ids), dtype=torch.long)
+    prefixes, suffixes = [], [None] * len(prompt_ids)
+    for u, rows in enumerate(order.values()):
+        seqs = [prompt_ids[r] for r in rows]
+        cut = min(common_prefix_len(seqs), min(len(s) for s in seqs) - 1)
+        prefixes.append(seqs[0][:max(cut, 0)])
+        for r in rows:
+            row_prefix[r] = u
+            suffixes[r] = prompt_ids[r][max(cut, 0):]
+    ids, mask = left_pad(prefixes, pad_id)
+    return PromptSplit(ids, mask, row_prefix, suffixes, pad_id)
+
+
+def positions(mask: torch.Tensor) -> torch.Tensor:
+    """``generate``'s position ids for a (possibly gapped) attention mask."""
+    return (mask.long().cumsum(-1) - 1).clamp(min=0)
+
+
+def prefill(model, split: PromptSplit):
+    """Run each distinct prefix once and return its KV cache indexed out to every row (N, Lp). Runs under
+    the caller's grad mode: with grad on, the cache carries gradients back to the prefix."""
+    dev = next(model.parameters()).device
+    ids, mask = split.prefix_ids.to(dev), split.prefix_mask.to(dev)
+    out = model(input_ids=ids, attention_mask=mask, position_ids=positions(mask), use_cache=True, logits_to_keep=1)
+    cache = _output_cache(out)
+    cache.batch_select_indices(split.row_prefix.to(dev))
+    return cache
+
+
+def shared_response_logits(model, prompt_ids, response_ids, keys, pad_id: int):
+    """``agents.ppo.response_logits`` with each key's common prompt prefix run once: (B, R, V) logits,
+    the (B, R) response ids they predict and the (B, R) response mask."""
+    from agents.ppo import pad_batch
+    dev = next(model.parameters()).device
+    split = split_prompts(prompt_ids, keys, pad_id)
+    cache = prefill(model, split)
+    ids, attn, _, rmask = pad_batch(split.suffixes, response_ids, pad_id, dev)
+    full = torch.cat([split.prefix_mask[split.row_prefix].to(dev), attn], 1)
+    pos = positions(full)[:, full.shape[1] - ids.shape[1]:]
+    R = rmask.shape[1]
+    logits = model(input_ids=ids, attention_mask=full, position_ids=pos, use_cache=True,
+                   logits_to_keep=R + 1, **{cache_kwarg(model): cache}).logits[:, :-1]
+    return logits, ids[:, -R:], rmask
