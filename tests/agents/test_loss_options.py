@@ -171,3 +171,15 @@ def test_trainer_runs_gspo_dapo_options_with_gaca(tmp_path):
         _trainer(_cfg(tmp_path, estimator_options='{"lambda": 0.9}'))
     with pytest.raises(ValueError, match="ratio_level"):
         _trainer(_cfg(tmp_path, ratio_level="seq"))
+
+
+@pytest.mark.parametrize("name", ["rloo", "reinforce_pp", "gagpo", "graphhca", "gaca"])
+def test_compare_trainer_runs_every_new_estimator(tmp_path, name):
+    from benchmarks.compare import make_trainer_class
+    from fake_env import FakeCraftEnv
+    from test_trainer import _cfg
+    tr = make_trainer_class()(_cfg(tmp_path, estimator=name), make_env=lambda: FakeCraftEnv(max_steps=3),
+                              train_tasks=list(range(8)), eval_tasks=[8, 9])
+    m = tr.iteration(1)
+    assert m["rows"] > 0 and np.isfinite(m["loss"]) and np.isfinite(m["adv_std"])
+    assert ("singleton_rate" in m) and (np.isnan(m["singleton_rate"]) == (name in ("rloo", "reinforce_pp")))
