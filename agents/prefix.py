@@ -32,6 +32,15 @@ def _output_cache(out):
     return getattr(out, "cache", None) if getattr(out, "cache", None) is not None else out.past_key_values
 
 
+def hashable_key(task):
+    """A task id usable as a grouping key (dict-like ids become their repr)."""
+    try:
+        hash(task)
+        return task
+    except TypeError:
+        return repr(task)
+
+
 def common_prefix_len(seqs: list[torch.Tensor]) -> int:
     """Length of the longest token prefix shared by every sequence."""
     n = min(len(s) for s in seqs)

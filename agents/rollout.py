@@ -24,6 +24,7 @@ import torch
 
 from agents.models import decoder_layers, default_hidden_layer, layer_module_index
 from agents.parsing import parse_action
+from agents.prefix import hashable_key
 
 
 @dataclass
@@ -89,14 +90,6 @@ class _TaskEnv(gym.Wrapper):
             if task is not None:
                 options["task_id"] = task
         return self.env.reset(seed=seed, options=options)
-
-
-def _hashable(task):
-    try:
-        hash(task)
-        return task
-    except TypeError:
-        return repr(task)
 
 
 def _info_at(infos: dict, i: int) -> dict:
@@ -219,7 +212,7 @@ class RolloutCollector:
             raise ValueError(f"need one task id, seed and group id per env ({n}); got "
                              f"{len(task_ids)}, {len(seeds)}, {len(group_ids)}")
         traj_ids = list(range(n)) if traj_ids is None else list(traj_ids)
-        prefix_keys = [_hashable(t) for t in task_ids]     # a task's prompts share goal and recipe lines
+        prefix_keys = [hashable_key(t) for t in task_ids]     # a task's prompts share goal and recipe lines
         t0 = time.perf_counter()
         obs, infos = self.envs.reset(seed=[int(s) for s in seeds], options={"task_ids": list(task_ids)})
         env_s = time.perf_counter() - t0

@@ -22,14 +22,16 @@ import numpy as np
 import torch
 
 from agents.ppo import response_logits, response_logprobs
+from agents.prefix import hashable_key
 
 
 @dataclass(frozen=True)
 class SftExample:
     """One expert step as text: the chat-rendered prompt (ending with the assistant header) and the
-    answer followed by the end-of-turn token."""
+    answer followed by the end-of-turn token; ``key`` names the task (its prompts share a prefix)."""
     prompt: str
     response: str
+    key: object = None
 
 
 def expert_examples(spec, make_env, tasks, prompter, tokenizer, max_steps: int, seed: int = 0,
@@ -58,7 +60,7 @@ def expert_examples(spec, make_env, tasks, prompter, tokenizer, max_steps: int, 
                 action = plan[0]
                 text = tokenizer.apply_chat_template(prompter.messages(0, obs, info), tokenize=False,
                                                      add_generation_prompt=True)
-                out.append(SftExample(text, prompter.expert_response(action) + eos_text))
+                out.append(SftExample(text, prompter.expert_response(action) + eos_text, hashable_key(task)))
             prompter.record(0, obs, action)
             obs, _, term, trunc, info = env.step(action)
             if term or trunc:
@@ -96,11 +98,14 @@ def _ids(tokenizer, text: str) -> torch.Tensor:
 
 
 def sft(model, tokenizer, examples: list[SftExample], steps: int, lr: float, batch: int, seed: int = 0,
-        augment=None, augment_prob: float = 0.0, log=print, probes: dict | None = None) -> list[float]:
+        augment=None, augment_prob: float = 0.0, log=print, probes: dict | None = None,
+        share_prefix: bool = False) -> list[float]:
     """Token-mean cross-entropy on the responses; AdamW with warm-up and cosine decay; ``steps`` optimizer
     steps of about ``batch`` examples each (epochs over length buckets in random order). ``augment(rng,
     prompt, response)`` rewrites an example with probability ``augment_prob`` each time it is drawn.
-    ``probes`` ({name: examples}) adds each set's ``step_accuracy`` to the ten progress lines."""
+    ``probes`` ({name: examples}) adds each set's ``step_accuracy`` to the ten progress lines. With
+    ``share_prefix`` a batch holds neighbouring steps of few tasks, whose common prompt prefix runs once
+    (``agents.prefix``): the same loss for far fewer tokens when prompts are mostly task text."""
     params = [p for p in model.parameters() if p.requires_grad]
     opt = torch.optim.AdamW(params, lr=lr, weight_decay=0.0)
     warm = max(1, steps // 20)     # linear warm-up, then cosine decay to 10% of lr
@@ -111,6 +116,8 @@ def sft(model, tokenizer, examples: list[SftExample], steps: int, lr: float, bat
     # Length-bucketed batches: neighbours in length order, so a batch pads to about its own length
     # (prompts with long admissible lists would otherwise set the cost of every batch).
     order = np.argsort([len(e.prompt) + len(e.response) for e in examples], kind="stable")
+    if share_prefix:   # a task's steps side by side (then by length), so a batch shares few prefixes
+        order = order[np.argsort([str(examples[i].key) for i in order], kind="stable")]
     buckets = [order[i:i + batch] for i in range(0, len(order), batch)]
     queue: list = []
     model.train()
@@ -120,10 +127,11 @@ def sft(model, tokenizer, examples: list[SftExample], steps: int, lr: float, bat
             queue = [buckets[k] for k in rng.permutation(len(buckets))]
         drawn = [examples[i] for i in queue.pop()]
         if augment is not None and augment_prob > 0:
-            drawn = [SftExample(*augment(rng, e.prompt, e.response)) if rng.random() < augment_prob else e
+            drawn = [SftExample(*augment(rng, e.prompt, e.response), e.key) if rng.random() < augment_prob else e
                      for e in drawn]
+        keys = [e.key if e.key is not None else ("row", k) for k, e in enumerate(drawn)] if share_prefix else None
         logp, _, mask = response_logprobs(model, [ids(e.prompt) for e in drawn], [ids(e.response) for e in drawn],
-                                          tokenizer.pad_token_id, with_entropy=False)
+                                          tokenizer.pad_token_id, with_entropy=False, keys=keys)
         loss = -(logp * mask).sum() / mask.sum()
         opt.zero_grad(set_to_none=True)
         loss.backward()
@@ -185,9 +193,10 @@ def run_sft(cfg, spec, make_env, tasks, path: Path, prompt_settings, held_out=()
     if mode not in ("full", "lora"):
         raise ValueError(f"sft_mode must be full | lora | auto, got {cfg.sft_mode!r}")
     if mode == "lora":
-        model = add_lora(model, LoraSettings(rank=cfg.lora_rank, alpha=cfg.lora_alpha, mlp=cfg.lora_mlp))
+        model = add_lora(model, LoraSettings(rank=cfg.lora_rank, alpha=cfg.lora_alpha, mlp=cfg.lora_mlp,
+                                             top_layers=cfg.lora_layers))
     sft(model, tok, examples, cfg.sft_steps, cfg.sft_lr, cfg.sft_batch, cfg.seed, augment=augment,
-        augment_prob=cfg.sft_rename, probes=probes)
+        augment_prob=cfg.sft_rename, probes=probes, share_prefix=cfg.share_prefix and not cfg.gradient_checkpointing)
     if mode == "lora":
         model = model.merge_and_unload()
     tmp = path.with_name(path.name + ".tmp")

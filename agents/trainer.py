@@ -11,7 +11,9 @@ take PPO-clip steps (dual clip, token-mean over each mini-batch, micro-batched w
 accumulation) with an entropy bonus and low-variance KL to the reference policy, which is the same
 model with the LoRA adapter disabled (no second copy in memory). Checkpoints hold the adapter (peft
 format), optimizer, RNG states and iteration; ``resume=True`` continues from the latest one.
-Logs: ``train.csv``/``eval.csv`` and TensorBoard under ``out_dir``.
+Logs: ``train.csv``/``eval.csv`` and TensorBoard under ``out_dir``. Loss options (``agents.ppo``):
+GSPO's sequence ratio, DAPO's clip-higher, seq-mean aggregation; DAPO's dynamic sampling in
+``agents.dynamic_sampling``.
 """
 from __future__ import annotations
 
@@ -30,7 +32,8 @@ from agents.config import TrainConfig
 from estimators import broadcast_to_tokens
 from agents.envs import get_env_spec
 from agents.models import LoraSettings, add_lora, load_policy
-from agents.ppo import ppo_terms, response_logprobs
+from agents.dynamic_sampling import dynamic_sample
+from agents.ppo import agg_loss, check_loss_options, ppo_terms, response_logprobs, row_logp_sums
 from agents.prompts import PromptSettings, make_prompter
 from agents.rollout import RolloutCollector, RolloutSettings
 
@@ -94,9 +97,11 @@ class Trainer:
             raise ValueError(f"rl_rename is a probability in [0, 1], got {cfg.rl_rename}")
         if not self.train_tasks:
             raise ValueError(f"no training tasks in split {cfg.train_split!r} of {cfg.env}")
-        from estimators import available_estimators
+        from estimators import available_estimators, resolve_options
         if cfg.estimator not in available_estimators():
             raise ValueError(f"unknown estimator {cfg.estimator!r}; available: {available_estimators()}")
+        resolve_options(cfg.estimator, **cfg.estimator_options_dict())    # a bad option fails before rollouts
+        check_loss_options(cfg.ratio_level, cfg.loss_agg, *cfg.clip_range())
         self.prompt_settings = PromptSettings(history_length=cfg.history_length,
                                               require_think=cfg.think_required(),
                                               show_admissible=cfg.show_admissible,
@@ -173,14 +178,17 @@ class Trainer:
         make, rate = self.make_env, self.cfg.rl_rename     # the closure must not hold the trainer (async envs)
         return lambda: RenamedWorld(make(), renamer, rate)
 
-    def rollout(self, it: int):
+    def rollout(self, it: int, refill: int = 0):
+        """One rollout batch of iteration ``it``; ``refill`` > 0 numbers dynamic sampling's extra batches
+        (other tasks, seeds and group ids; refill 0 is the iteration's usual batch)."""
         c = self.cfg
-        rng = np.random.default_rng([c.seed, it])
-        torch.manual_seed(c.seed * 1_000_003 + it)     # decoding is reproducible per iteration
+        rng = np.random.default_rng([c.seed, it] + ([refill] if refill else []))
+        torch.manual_seed(c.seed * 1_000_003 + it + 7919 * refill)     # decoding is reproducible per batch
         pick = rng.choice(len(self.train_tasks), c.batch_tasks, replace=len(self.train_tasks) < c.batch_tasks)
         tasks = [self.train_tasks[k] for k in np.repeat(pick, c.group_size)]
         seeds = np.repeat(rng.integers(0, 2**31 - 1, c.batch_tasks), c.group_size)
-        groups = np.repeat(it * c.batch_tasks + np.arange(c.batch_tasks), c.group_size)
+        first_group = it * c.batch_tasks + refill * 1_000_000_007
+        groups = np.repeat(first_group + np.arange(c.batch_tasks), c.group_size)
         self.model.eval()
         return self.collector("train").collect(tasks, seeds, groups), rng
 
@@ -209,10 +217,14 @@ class Trainer:
 
     # ------------------------------------------------------------------ update
     def advantages(self, ro) -> np.ndarray:
-        from estimators import compute_advantages
+        from estimators import REGISTRY, compute_advantages
         c = self.cfg
-        return compute_advantages(ro.batch, c.estimator, gamma=c.gamma, mode=c.mode, step_weight=c.step_weight,
-                                  invalid_penalty=c.invalid_penalty, eps=c.eps, pace=c.pace)
+        batch = ro.batch
+        if "old_logp_sum" in REGISTRY[c.estimator].needs:      # GACA: the rollout policy's per-row log-probs
+            batch = batch.with_fields(**row_logp_sums(ro.response_ids, self._old_logprobs(ro)))
+        return compute_advantages(batch, c.estimator, gamma=c.gamma, mode=c.mode, step_weight=c.step_weight,
+                                  invalid_penalty=c.invalid_penalty, eps=c.eps, pace=c.pace,
+                                  **c.estimator_options_dict())
 
     @torch.no_grad()
     def _old_logprobs(self, ro) -> list:
@@ -275,10 +287,11 @@ class Trainer:
                         with torch.no_grad(), self.model.disable_adapter():
                             ref, _, _ = response_logprobs(self.model, p_ids, r_ids, self.tok.pad_token_id,
                                                           c.temperature, with_entropy=False, keys=row_keys)
-                    t = ppo_terms(logp, old_t, adv_t, mask, ref, c.clip_ratio, c.clip_ratio, c.dual_clip)
-                    pg = (t["pg"] * mask).sum() / T
-                    ent = (ent * mask).sum() / T
-                    kl = (t["kl"] * mask).sum() / T if t["kl"] is not None else torch.zeros((), device=dev)
+                    t = ppo_terms(logp, old_t, adv_t, mask, ref, *c.clip_range(), c.dual_clip, c.ratio_level)
+                    pg = agg_loss(t["pg"], mask, c.loss_agg, T, len(mb))
+                    ent = agg_loss(ent, mask, c.loss_agg, T, len(mb))
+                    kl = agg_loss(t["kl"], mask, c.loss_agg, T, len(mb)) if t["kl"] is not None \
+                        else torch.zeros((), device=dev)
                     loss = pg - c.entropy_coef * ent + c.kl_coef * kl
                     loss.backward()
                     sums["loss"] += loss.item() * T
@@ -302,20 +315,29 @@ class Trainer:
     def iteration(self, it: int) -> dict:
         t0 = time.perf_counter()
         ro, rng = self.rollout(it)
+        first, sampling = ro, {}
+        if self.cfg.dynamic_sampling:
+            ro, sampling = dynamic_sample(first, lambda r: self.rollout(it, r)[0], self.cfg.batch_tasks,
+                                          self.cfg.dynamic_sampling_rounds)
         t1 = time.perf_counter()
         adv = self.advantages(ro)
         t2 = time.perf_counter()
         metrics = self.update(ro, adv, rng)
         b = ro.batch
-        metrics.update(iteration=it, success=float(ro.success.mean()), episode_return=float(ro.episode_return.mean()),
-                       episode_length=float(ro.episode_length.mean()), valid_rate=float(b.action_valid.mean()),
+        # success and episode statistics of the iteration's first batch: dynamic sampling's kept groups are
+        # a biased sample of them
+        metrics.update(iteration=it, success=float(first.success.mean()),
+                       episode_return=float(first.episode_return.mean()),
+                       episode_length=float(first.episode_length.mean()),
+                       valid_rate=float(b.action_valid.mean()),
                        rows=len(b.reward), adv_mean=float(adv.mean()), adv_std=float(adv.std()),
                        rollout_s=t1 - t0, estimator_s=t2 - t1, update_s=time.perf_counter() - t2, gen_s=ro.gen_seconds,
                        env_s=ro.env_seconds)
         metrics.update(self.batch_metrics(ro, adv))
+        metrics.update(sampling)
         if self.cfg.rl_rename > 0:      # the two kinds of episode measure different skills: log them apart
-            for name, which in (("success_renamed", ro.renamed), ("success_plain", ~ro.renamed)):
-                metrics[name] = float(ro.success[which].mean()) if which.any() else float("nan")
+            for name, which in (("success_renamed", first.renamed), ("success_plain", ~first.renamed)):
+                metrics[name] = float(first.success[which].mean()) if which.any() else float("nan")
         return metrics
 
     # ------------------------------------------------------------------ checkpoints

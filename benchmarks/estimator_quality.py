@@ -31,6 +31,11 @@ BiGPO/BiPACE embeddings come from a fixed featurizer of the observation text (``
   token of the chat-templated observation; untrained weights, so this is a random-feature encoder.
 The ``[oracle]`` rows cluster on a one-hot of the latent state (eps 0): perfect state grouping (still
 pooled over time steps, like every estimator here).
+Every registered estimator gets a row. RLOO and REINFORCE++ have no step level (like GRPO: total only).
+GAGPO's whole advantage is its step-level (GAE) term, like HGPO's; for GraphHCA and GACA the step term is
+what they add to GRPO's episode term (total - A^E). GACA's per-row NLL is -log pi(a|s) of the world's
+own policy (one "token" per action). NMSE with exact returns is n/a where the step term is not a
+normalisation of returns within the step groups.
 Outputs in --out: quality.csv (one row per estimator and batch), summary.md, quality.png. The default
 takes ~25 s, most of it in GiGPO's similarity mode (difflib); ``--sim-thresh`` with no
 value skips those rows.
@@ -51,7 +56,8 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchmarks.group_stats import group_stats, step_groups  # noqa: E402
 from benchmarks.text_mdp import make_world, rollout, solve  # noqa: E402
-from estimators import StepBatch, compute_advantages, resolve_options, step_returns  # noqa: E402
+from estimators import (StepBatch, available_estimators, compute_advantages, resolve_options,  # noqa: E402
+                        step_returns)
 from estimators.registry import pace_step_term  # noqa: E402
 from estimators.returns import group_normalize  # noqa: E402
 
@@ -135,6 +141,8 @@ def variants(eps_list: list[float], sim_thresh: list[float]) -> list[Variant]:
     for name in ("bigpo", "bipace"):
         out += [Variant(f"{name} eps={e:g}", name, {"eps": e}, "features") for e in eps_list]
         out.append(Variant(f"{name} [oracle]", name, {"eps": 0.0}, "oracle"))
+    listed = {v.estimator for v in out}
+    out += [Variant(name, name) for name in available_estimators() if name not in listed]   # the rest
     return out
 
 
@@ -142,7 +150,8 @@ def variants(eps_list: list[float], sim_thresh: list[float]) -> list[Variant]:
 def sample_batch(rng: np.random.Generator, args):
     """Rollouts of --tasks fresh worlds x --group-size; returns the batch, true A, latent ids, texts and
     the exact expected return-to-go Q_t(s, a) of every row."""
-    cols = {k: [] for k in ("group", "traj", "step", "reward", "anchor", "key", "latent", "true", "q")}
+    cols = {k: [] for k in ("group", "traj", "step", "reward", "anchor", "key", "latent", "true", "q",
+                            "logp")}
     for task in range(args.tasks):
         world = make_world(rng, n_rooms=args.rooms, stuck_prob=args.stuck_prob)
         V, Q = solve(world, args.horizon, args.gamma)
@@ -154,10 +163,11 @@ def sample_batch(rng: np.random.Generator, args):
                 cols["key"].append(st["action_text"]), cols["latent"].append(task * 1000 + s)
                 cols["true"].append(Q[t, s, st["action"]] - V[t, s])
                 cols["q"].append(Q[t, s, st["action"]])
+                cols["logp"].append(float(np.log(world.policy(s)[st["action"]])))
     n = len(cols["group"])
     batch = StepBatch(np.array(cols["group"]), np.array(cols["traj"]), np.array(cols["step"]),
                       np.array(cols["reward"]), np.ones(n, dtype=bool), anchor=cols["anchor"],
-                      action_key=cols["key"])
+                      action_key=cols["key"], resp_len=np.ones(n, dtype=np.int64), old_logp_sum=cols["logp"])
     return batch, np.array(cols["true"]), np.array(cols["latent"]), cols["anchor"], np.array(cols["q"])
 
 
@@ -189,6 +199,11 @@ def step_term(batch: StepBatch, estimator: str, codes: np.ndarray, returns: np.n
                            singleton="zero")
 
 
+# estimators whose step term is `step_term` on their step groups, and those without an episode term
+GROUPED = ("gigpo", "bigpo", "pace", "bipace")
+ALL_STEP = ("hgpo", "gagpo")
+
+
 def score(v: Variant, batch: StepBatch, true: np.ndarray, latent: np.ndarray, feats: np.ndarray,
           episode: np.ndarray, gamma: float, q: np.ndarray, check: bool = False) -> dict:
     """Metrics of one variant on one batch; `episode` is the shared episode term A^E (GRPO, mean_norm)."""
@@ -196,13 +211,14 @@ def score(v: Variant, batch: StepBatch, true: np.ndarray, latent: np.ndarray, fe
     if v.embedding:
         dense = np.unique(latent, return_inverse=True)[1].reshape(-1)
         emb = feats if v.embedding == "features" else np.eye(int(dense.max()) + 1, dtype=np.float32)[dense]
-        batch = StepBatch(batch.group_id, batch.traj_id, batch.step_idx, batch.reward, batch.action_valid,
-                          anchor=batch.anchor, action_key=batch.action_key, embedding=emb)
+        batch = batch.with_fields(embedding=emb)
     codes = step_groups(batch, v.estimator, **opts)
-    if codes is None or v.estimator == "hgpo":     # GRPO: A^E only; HGPO: no episode term, all step level
+    if codes is None or v.estimator not in GROUPED:
+        # GRPO/RLOO/REINFORCE++: no step level; HGPO/GAGPO: no episode term, all step level; the others:
+        # what they add to A^E. The exact-return variant needs a step term of returns within groups: n/a
         total = compute_advantages(batch, v.estimator, **opts)
-        step = None if codes is None else total
-        exact = None                               # HGPO's weighting is internal to compute_advantages
+        step = None if codes is None else total - (episode if v.estimator not in ALL_STEP else 0.0)
+        exact = None
     else:
         step = step_term(batch, v.estimator, codes, **opts)
         exact = step_term(batch, v.estimator, codes, returns=q, **opts)
@@ -250,7 +266,8 @@ def markdown(summary: dict, header: str) -> str:
 
 
 COLOURS = {"grpo": "tab:gray", "gigpo": "tab:blue", "hgpo": "tab:purple", "pace": "tab:orange",
-           "bigpo": "tab:green", "bipace": "tab:red"}
+           "bigpo": "tab:green", "bipace": "tab:red", "rloo": "silver", "reinforce_pp": "dimgray",
+           "gagpo": "tab:cyan", "graphhca": "tab:brown", "gaca": "tab:olive"}
 
 
 def plot(summary: dict, estimators: dict[str, str], path: Path, title: str) -> None:

@@ -26,6 +26,7 @@ from collections import defaultdict
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from benchmarks.estimator_loops import EXTRA_LOOPS  # noqa: E402
 from estimators import StepBatch, available_estimators, compute_advantages  # noqa: E402
 
 # ---------------------------------------------------------------- plain per-row loop implementation
@@ -76,7 +77,7 @@ def loop_advantages(rows, name, gamma=0.95, mode=None, step_weight=1.0, invalid_
     else:
         dot, add, scale = (lambda a, b: float(a @ b)), (lambda a, b: a + b), (lambda a, c: a * c)
     if mode is None:
-        mode = "mean_std_norm" if name in ("grpo", "hgpo") else "mean_norm"
+        mode = "mean_std_norm" if name in ("grpo", "hgpo", "graphhca") else "mean_norm"
     trajs = defaultdict(list)
     for i, r in enumerate(rows):
         trajs[(r["group"], r["traj"])].append(i)
@@ -101,6 +102,10 @@ def loop_advantages(rows, name, gamma=0.95, mode=None, step_weight=1.0, invalid_
                for i, r in enumerate(rows)]
     if name == "grpo":
         return episode
+    if name in EXTRA_LOOPS:          # rloo, reinforce_pp, gagpo, graphhca, gaca: benchmarks/estimator_loops.py
+        opts = dict(gamma=gamma, mode=mode, step_weight=step_weight, invalid_penalty=invalid_penalty,
+                    epsilon=epsilon, equal_tol=equal_tol, singleton_episode=singleton_episode)
+        return EXTRA_LOOPS[name](rows, {"trajs": trajs, "ret": ret, "episode": episode}, opts)
     if name == "hgpo":
         by_traj = {}
         for (g, t), members in trajs.items():
@@ -170,10 +175,13 @@ def loop_advantages(rows, name, gamma=0.95, mode=None, step_weight=1.0, invalid_
 
 def batch_to_rows(batch: StepBatch) -> list[dict]:
     emb = list(batch.embedding) if batch.embedding is not None else [None] * len(batch)
+    length = batch.resp_len if batch.resp_len is not None else np.zeros(len(batch), dtype=int)
+    logp = batch.old_logp_sum if batch.old_logp_sum is not None else np.zeros(len(batch))
     return [dict(group=batch.group_id[i].item(), traj=batch.traj_id[i].item(), step=int(batch.step_idx[i]),
                  reward=float(batch.reward[i]), valid=bool(batch.action_valid[i]),
                  anchor=None if batch.anchor is None else batch.anchor[i],
-                 key=None if batch.action_key is None else batch.action_key[i], emb=emb[i])
+                 key=None if batch.action_key is None else batch.action_key[i], emb=emb[i],
+                 resp_len=int(length[i]), old_logp_sum=float(logp[i]))
             for i in range(len(batch))]
 
 
@@ -201,9 +209,12 @@ def synthetic_batch(groups=16, rollouts=8, max_steps=50, dim=1536, states=24, no
                 if won:
                     break
                 state = int(min(states - 1, max(0, state + rng.integers(-1, 3))))
+    n = len(cols["group"])
+    length = rng.integers(1, 200, n)             # response tokens and their summed log-probs (GACA)
     return StepBatch(np.array(cols["group"]), np.array(cols["traj"]), np.array(cols["step"]),
                      np.array(cols["reward"]), np.array(cols["valid"]), anchor=np.array(cols["anchor"], dtype=object),
-                     action_key=np.array(cols["key"], dtype=object), embedding=np.stack(embs))
+                     action_key=np.array(cols["key"], dtype=object), embedding=np.stack(embs),
+                     resp_len=length, old_logp_sum=-rng.gamma(2.0, 0.3, n) * length)
 
 
 def _time(fn, repeats):
@@ -228,7 +239,7 @@ def main(argv=None) -> None:
     rows = batch_to_rows(batch)
     print(f"batch: {len(batch)} step rows ({args.groups} groups x {args.rollouts} rollouts x <= "
           f"{args.max_steps} steps), embeddings d={args.dim}, one thread")
-    print(f"{'estimator':<10}{'library ms':>11}{'python loop ms':>16}{'ratio':>8}"
+    print(f"{'estimator':<13}{'library ms':>11}{'python loop ms':>16}{'ratio':>8}"
           f"{'numpy loop ms':>15}{'ratio':>8}{'max |diff|':>12}")
     for name in available_estimators():
         compute_advantages(batch, name)  # warm-up
@@ -236,7 +247,7 @@ def main(argv=None) -> None:
         py_s, py_ref = _time(lambda: loop_advantages(rows, name, vectors="python"), args.loop_repeats)
         np_s, np_ref = _time(lambda: loop_advantages(rows, name, vectors="numpy"), args.loop_repeats)
         diff = max(float(np.max(np.abs(lib - np.asarray(ref)))) for ref in (py_ref, np_ref))
-        print(f"{name:<10}{lib_s * 1e3:>11.1f}{py_s * 1e3:>16.0f}{py_s / lib_s:>7.0f}x"
+        print(f"{name:<13}{lib_s * 1e3:>11.1f}{py_s * 1e3:>16.0f}{py_s / lib_s:>7.0f}x"
               f"{np_s * 1e3:>15.0f}{np_s / lib_s:>7.0f}x{diff:>12.1e}", flush=True)
 
 if __name__ == "__main__":

@@ -6,7 +6,7 @@ depends on row order. Validation happens at construction so that a bad field is 
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Optional
 
 import numpy as np
@@ -79,6 +79,15 @@ class StepBatch:
     """(N,) hashable PACE key (see `estimators.keys.action_key`)."""
     embedding: Optional[np.ndarray] = None
     """(N, d) hidden states for BiGPO clustering; l2-normalised inside (zero rows stay zero)."""
+    resp_len: Optional[np.ndarray] = None
+    """(N,) int number of valid response tokens of the row (GACA; 0 = empty response)."""
+    old_logp_sum: Optional[np.ndarray] = None
+    """(N,) float sum over the response tokens of log pi_old (the rollout policy's log-probs, the same
+    numbers as the PPO ratio's old_log_prob); GACA's criticality is -old_logp_sum / resp_len."""
+    hind_logp_sum: Optional[np.ndarray] = None
+    """(N,) float sum of log-probs of the same response tokens, teacher-forced under an outcome-augmented
+    prompt (spec-2 sections 4.2, 5.2); NaN = row not scored. Read by no estimator yet: HCAPO/RELACE will,
+    once the trainer runs that scoring pass and passes its per-row sums here."""
     _view: Optional["CanonicalView"] = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self):
@@ -126,8 +135,33 @@ class StepBatch:
                 raise ValueError(f"StepBatch.embedding has NaN or inf in rows {rows}; the policy's hidden "
                                  "states overflowed: use float32/bf16 instead of fp16 or drop those rows")
             self.embedding = emb
+        self._check_scores(n)
         if n:
             self._check_unique_steps()
+
+    def _check_scores(self, n: int) -> None:
+        """Per-row numbers from the trainer (response lengths and log-prob sums)."""
+        if self.resp_len is not None:
+            length = _as_1d("resp_len", self.resp_len, n)
+            if n and (not np.issubdtype(length.dtype, np.number) or not np.all(length == np.round(length))
+                      or length.min() < 0):
+                raise ValueError("StepBatch.resp_len must hold integer token counts >= 0; got "
+                                 f"{np.unique(length)[:5].tolist()}")
+            self.resp_len = length.astype(np.int64)
+        for name, nan_ok in (("old_logp_sum", False), ("hind_logp_sum", True)):
+            value = getattr(self, name)
+            if value is None:
+                continue
+            arr = _as_1d(name, value, n)
+            if n and not np.issubdtype(arr.dtype, np.number):
+                raise ValueError(f"StepBatch.{name} must be numeric; got dtype {arr.dtype}")
+            arr = arr.astype(np.float64)
+            bad = np.flatnonzero(np.isinf(arr) | (np.isnan(arr) & (not nan_ok)))
+            if bad.size:
+                allowed = "finite or NaN (not scored)" if nan_ok else "finite"
+                raise ValueError(f"StepBatch.{name} must be {allowed}; rows {bad[:10].tolist()} are "
+                                 f"{arr[bad[:10]].tolist()}")
+            setattr(self, name, arr)
 
     @staticmethod
     def _object_field(name: str, values, n: int) -> np.ndarray:
@@ -153,6 +187,11 @@ class StepBatch:
                 f"StepBatch has duplicate rows for trajectory (group_id={self.group_id[row]!r}, "
                 f"traj_id={self.traj_id[row]!r}) step_idx={int(self.step_idx[row])}; compute advantages on "
                 "the unpadded batch and copy them to padding duplicates afterwards")
+
+    def with_fields(self, **fields_) -> "StepBatch":
+        """A copy with some fields replaced (validated again), e.g. the trainer's per-row scores:
+        ``batch.with_fields(resp_len=lengths, old_logp_sum=sums)``."""
+        return replace(self, **fields_)
 
     def __len__(self) -> int:
         return int(self.group_id.shape[0])

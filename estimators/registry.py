@@ -56,9 +56,69 @@ class EstimatorOptions:
     """PACE variant: 'q_style' (Q(s,a) - V(s) within a cluster) or 'diff_peer' (R - mean of other-key peers)."""
     pace_std_norm: bool = False
     """PACE: divide the step term by the cluster's std + epsilon (parity with mean_std_norm)."""
+    # --- spec-2 (GAGPO, GraphHCA, GACA): every [ASSUMPTION] of ../shared/specs/estimators-2.md, its default
+    success_threshold: float = 0.0
+    """success(tau) = undiscounted episode reward > this (spec-2 0.1; sparse 10-on-win rewards)."""
+    max_steps: Optional[int] = None
+    """Episode cap: a trajectory of max_steps rows without success counts as truncated. Only
+    `bootstrap_truncated` and `hca_truncation='drop_edge'` need it (None = no truncation known)."""
+    gae_lambda: float = 0.95
+    """GAGPO: GAE lambda (Schulman et al.'s usual value; 1 = Monte-Carlo, 0 = one-step TD)."""
+    episode_weight: float = 0.0
+    """GAGPO: w_E in A = normalised GAE + w_E * A^E (0: the GAE term already carries the outcome)."""
+    value_proxy: str = "mean"
+    """GAGPO: grouped value V(k) = 'mean' of the anchor group's returns or 'loo_mean' (row left out;
+    a singleton falls back to its own return)."""
+    value_proxy_penalised: bool = False
+    """GAGPO: build V from penalised returns (exact parity with GiGPO's baseline in tests)."""
+    bootstrap_truncated: bool = False
+    """GAGPO: a truncated trajectory's last row bootstraps with its own group value (upstream: 0)."""
+    norm_scope: str = "episode_group"
+    """GAGPO: normalise the GAE advantages within 'episode_group', 'anchor_group', 'batch' or 'none'."""
+    hca_weight: float = 0.5
+    """GraphHCA: w in A = A^E + w * a^H (a^H = log p(next) - log p(state)); 0 gives GRPO."""
+    hca_gamma: float = 0.95
+    """GraphHCA: discount of the success-probability recursion p(u); must be in (0, 1)."""
+    p_min: float = 1e-3
+    """GraphHCA: floor of p before the log (bounds |a^H| by -log p_min)."""
+    hca_combine: str = "additive"
+    """GraphHCA: 'additive' A^E + w a^H or 'multiplicative' A^E * exp(w a^H)."""
+    hca_truncation: str = "fail"
+    """GraphHCA: a truncated trajectory's last edge goes to 'fail' or is dropped ('drop_edge')."""
+    hca_history: int = 0
+    """GraphHCA: node key = anchor plus the previous k anchors of the trajectory (0 = anchor only)."""
+    hca_step_norm: bool = False
+    """GraphHCA: standardise a^H within each episode group before weighting."""
+    crit_norm: str = "zscore_sigmoid"
+    """GACA: criticality from the within-trajectory NLL: 'zscore_sigmoid', 'minmax', 'mean_ratio', or
+    'const0' (alpha = 0 everywhere, a test hook that gives GRPO)."""
+    crit_kappa: float = 1.0
+    """GACA: slope kappa of sigmoid(kappa * z)."""
+    crit_cmax: float = 2.0
+    """GACA: c_max of 'mean_ratio' (clip(nll / mean nll, 0, c_max) / c_max)."""
+    crit_invert: bool = False
+    """GACA: alpha = 1 - criticality (low-NLL steps get the step term)."""
+    singleton_alpha: str = "zero"
+    """GACA: alpha on rows alone in their anchor group: 'zero' (pure A^E) or 'keep'."""
+    gaca_combine: str = "mixture"
+    """GACA: 'mixture' (1 - alpha) A^E + alpha w A^S, or 'additive_weighted' A^E + 2 alpha w A^S."""
+    exclude_invalid_from_norm: bool = True
+    """GACA: format-invalid rows stay out of the NLL statistics and get alpha = 0."""
 
 
 OPTION_NAMES = tuple(f.name for f in fields(EstimatorOptions))
+# string options and the values each accepts (checked once in resolve_options)
+CHOICES = {
+    "singleton_episode": ("raw", "zero"),
+    "pace": ("q_style", "diff_peer"),
+    "value_proxy": ("mean", "loo_mean"),
+    "norm_scope": ("episode_group", "anchor_group", "batch", "none"),
+    "hca_combine": ("additive", "multiplicative"),
+    "hca_truncation": ("fail", "drop_edge"),
+    "crit_norm": ("zscore_sigmoid", "minmax", "mean_ratio", "const0"),
+    "singleton_alpha": ("zero", "keep"),
+    "gaca_combine": ("mixture", "additive_weighted"),
+}
 
 
 @dataclass(frozen=True)
@@ -88,13 +148,13 @@ def step_returns(batch: StepBatch, o: EstimatorOptions) -> np.ndarray:
     return discounted_returns(batch, o.gamma) - penalty(batch, o.invalid_penalty)
 
 
-def _episode(batch: StepBatch, o: EstimatorOptions) -> np.ndarray:
+def episode_term(batch: StepBatch, o: EstimatorOptions) -> np.ndarray:
     return episode_advantage(batch, mode=o.mode, invalid_penalty=o.invalid_penalty, epsilon=o.epsilon,
                              cross_steps=o.cross_steps, singleton_episode=o.singleton_episode,
                              equal_tol=o.equal_tol)
 
 
-def _step_norm(batch: StepBatch, o: EstimatorOptions, groups: np.ndarray) -> np.ndarray:
+def step_norm_term(batch: StepBatch, o: EstimatorOptions, groups: np.ndarray) -> np.ndarray:
     return group_normalize(step_returns(batch, o), groups, mode=o.mode, epsilon=o.epsilon, ddof=1,
                            equal_tol=o.equal_tol, singleton="zero")
 
@@ -150,13 +210,14 @@ def step_groups(batch: StepBatch, estimator: str, **options) -> Optional[np.ndar
 @register("grpo", default_mode="mean_std_norm")
 def grpo(batch: StepBatch, o: EstimatorOptions) -> np.ndarray:
     """GRPO (verl-agent): episode score normalised within the rollout group, same for every step."""
-    return _episode(batch, o)
+    return episode_term(batch, o)
 
 
 @register("gigpo", needs=("anchor",))
 def gigpo(batch: StepBatch, o: EstimatorOptions) -> np.ndarray:
     """GiGPO: A^E + w * step-normalised R within anchor groups (exact hash, or difflib similarity)."""
-    return _episode(batch, o) + o.step_weight * _step_norm(batch, o, STEP_PARTITIONS["gigpo"](batch, o))
+    groups = STEP_PARTITIONS["gigpo"](batch, o)
+    return episode_term(batch, o) + o.step_weight * step_norm_term(batch, o, groups)
 
 
 @register("hgpo", needs=("anchor",), default_mode="mean_std_norm")
@@ -167,7 +228,7 @@ def hgpo(batch: StepBatch, o: EstimatorOptions) -> np.ndarray:
     returns = step_returns(batch, o)
     items, weights = [], []
     if o.base_group:
-        items.append(_episode(batch, o))
+        items.append(episode_term(batch, o))
         weights.append(1.0)                                      # level 0: (0+1)^alpha
     for k in range(1, o.history_length + 2):
         groups = grouping.history_groups(batch, k)
@@ -188,21 +249,24 @@ def hgpo(batch: StepBatch, o: EstimatorOptions) -> np.ndarray:
 @register("bigpo", needs=("embedding",))
 def bigpo(batch: StepBatch, o: EstimatorOptions) -> np.ndarray:
     """BiGPO: GiGPO's formula with hidden-state cosine clusters as step groups."""
-    return _episode(batch, o) + o.step_weight * _step_norm(batch, o, STEP_PARTITIONS["bigpo"](batch, o))
+    groups = STEP_PARTITIONS["bigpo"](batch, o)
+    return episode_term(batch, o) + o.step_weight * step_norm_term(batch, o, groups)
 
 
 @register("pace", needs=("anchor", "action_key"))
 def pace(batch: StepBatch, o: EstimatorOptions) -> np.ndarray:
     """PACE on GiGPO's exact anchor groups: A^E + w * action-conditioned peer baseline."""
     groups = STEP_PARTITIONS["pace"](batch, o)
-    return _episode(batch, o) + o.step_weight * pace_step_term(step_returns(batch, o), groups, batch.action_key, o)
+    step = pace_step_term(step_returns(batch, o), groups, batch.action_key, o)
+    return episode_term(batch, o) + o.step_weight * step
 
 
 @register("bipace", needs=("embedding", "action_key"))
 def bipace(batch: StepBatch, o: EstimatorOptions) -> np.ndarray:
     """BiPACE: PACE inside BiGPO hidden-state clusters."""
     clusters = STEP_PARTITIONS["bipace"](batch, o)
-    return _episode(batch, o) + o.step_weight * pace_step_term(step_returns(batch, o), clusters, batch.action_key, o)
+    step = pace_step_term(step_returns(batch, o), clusters, batch.action_key, o)
+    return episode_term(batch, o) + o.step_weight * step
 
 
 def resolve_options(name: str, **options) -> EstimatorOptions:
@@ -215,12 +279,13 @@ def resolve_options(name: str, **options) -> EstimatorOptions:
     if o.mode is None:
         o = replace(o, mode=REGISTRY[name].default_mode)
     check_mode(o.mode)
-    if o.singleton_episode not in ("raw", "zero"):
-        raise ValueError(f"singleton_episode must be 'raw' or 'zero'; got {o.singleton_episode!r}")
-    if o.pace not in ("q_style", "diff_peer"):
-        raise ValueError(f"unknown pace variant {o.pace!r}; expected 'q_style' or 'diff_peer'")
+    for name_, allowed in CHOICES.items():
+        if getattr(o, name_) not in allowed:
+            raise ValueError(f"unknown {name_} variant {getattr(o, name_)!r}; expected one of {allowed}")
     if o.epsilon < 0:
         raise ValueError(f"epsilon must be >= 0; got {o.epsilon}")
+    if o.max_steps is not None and (int(o.max_steps) != o.max_steps or o.max_steps < 1):
+        raise ValueError(f"max_steps must be a positive integer or None; got {o.max_steps!r}")
     return o
 
 

@@ -20,20 +20,47 @@ def discounted_returns(batch: StepBatch, gamma: float) -> np.ndarray:
     a truncated episode is simply cut, as upstream)."""
     if not 0.0 <= gamma <= 1.0:
         raise ValueError(f"gamma must be in [0, 1]; got {gamma}")
+    return backward_discount(batch, batch.reward, gamma)
+
+
+def backward_discount(batch: StepBatch, values: np.ndarray, factor: float) -> np.ndarray:
+    """x_t = v_t + factor * x_{t+1} within each trajectory, in step order, x after the last row = 0
+    (returns with factor gamma, GAE with factor gamma * lambda)."""
     view = batch.view
-    n = len(batch)
-    if n == 0:
+    if len(batch) == 0:
         return np.zeros(0)
     # Trajectory x position matrix, filled backwards one column at a time (<= max length iterations,
     # each vectorised over all trajectories).
     length = np.bincount(view.traj, minlength=view.n_trajs)
     grid = np.zeros((view.n_trajs, int(length.max()) + 1))
-    grid[view.traj, view.pos] = batch.reward
+    grid[view.traj, view.pos] = values
     running = np.zeros(view.n_trajs)
     for col in range(grid.shape[1] - 2, -1, -1):
-        running = grid[:, col] + gamma * running
+        running = grid[:, col] + factor * running
         grid[:, col] = running
     return grid[view.traj, view.pos]
+
+
+def next_row(batch: StepBatch) -> np.ndarray:
+    """(N,) index of the row that follows each row in its trajectory (step order), -1 for the last."""
+    view = batch.view
+    order = view.order
+    out = np.full(len(batch), -1, dtype=np.int64)
+    same = view.traj[order[1:]] == view.traj[order[:-1]]
+    out[order[:-1][same]] = order[1:][same]
+    return out
+
+
+def trajectory_outcome(batch: StepBatch, success_threshold: float,
+                       max_steps: int | None) -> tuple[np.ndarray, np.ndarray]:
+    """Per row: success of its trajectory (undiscounted episode reward > threshold) and truncation
+    (max_steps rows without success; never, when max_steps is None), spec-2 0.1."""
+    view = batch.view
+    episode = np.bincount(view.traj, weights=batch.reward, minlength=view.n_trajs)
+    success = episode > success_threshold
+    length = np.bincount(view.traj, minlength=view.n_trajs)
+    truncated = ~success & (length == max_steps) if max_steps is not None else np.zeros_like(success)
+    return success[view.traj], truncated[view.traj]
 
 
 def penalty(batch: StepBatch, invalid_penalty: float) -> np.ndarray:

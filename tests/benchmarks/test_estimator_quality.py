@@ -100,18 +100,21 @@ def test_tiny_run_writes_table_csv_and_png(tmp_path):
                        "--horizon", "8", "--eps", *map(str, eps), "--sim-thresh", *map(str, sims)])
     labels = [v.label for v in eq.variants(eps, sims)]
     assert list(summary) == labels
+    from estimators import available_estimators
+    assert {v.estimator for v in eq.variants(eps, sims)} == set(available_estimators())
     with open(tmp_path / "quality.csv") as f:
         rows = list(csv.DictReader(f))
     assert list(rows[0]) == ["estimator", "batch", *eq.METRICS]
     assert len(rows) == 2 * len(labels)
     for r in rows:
-        if r["estimator"] == "grpo":
+        if r["estimator"] in ("grpo", "rloo", "reinforce_pp"):
             assert r["singleton_rate"] == "nan" and r["corr_step"] == "nan"
         else:
             assert 0.0 <= float(r["singleton_rate"]) <= 1.0
             assert -1.0 <= float(r["corr_step"]) <= 1.0
-        if r["estimator"] in ("grpo", "hgpo"):
-            assert r["nmse_exact"] == "nan"           # no step term / weighting internal to the estimator
+        assert -1.0 <= float(r["corr_total"]) <= 1.0
+        if r["estimator"] in ("grpo", "hgpo", "rloo", "reinforce_pp", "gagpo", "graphhca", "gaca"):
+            assert r["nmse_exact"] == "nan"           # no step term / not a normalisation of returns
         else:
             assert float(r["nmse_exact"]) >= 0.0
         if "[oracle]" in r["estimator"] or r["estimator"] in ("gigpo", "pace", "hgpo"):

@@ -6,11 +6,12 @@ import numpy as np
 from estimators import StepBatch
 
 
-def make_batch(trajs, *, embed=None, keys=None, invalid=()):
+def make_batch(trajs, *, embed=None, keys=None, invalid=(), nll=None, resp_len=None):
     """trajs: list of (group, [(anchor, reward), ...]) -> StepBatch, rows in (traj, step) order.
 
     embed: optional callable anchor -> vector; keys: optional list of per-row keys; invalid: row
-    indices whose action is invalid."""
+    indices whose action is invalid; nll / resp_len: per-row mean NLL and response length (GACA;
+    default: NLL 1 and 2 tokens for every row)."""
     g, t, s, r, a = [], [], [], [], []
     for traj_id, (group, steps) in enumerate(trajs):
         for step, (anchor, reward) in enumerate(steps):
@@ -19,8 +20,11 @@ def make_batch(trajs, *, embed=None, keys=None, invalid=()):
     valid[list(invalid)] = False
     emb = np.stack([embed(x) for x in a]).astype(np.float32) if embed else None
     key = np.array(keys if keys is not None else a, dtype=object)
+    length = np.full(len(g), 2) if resp_len is None else np.asarray(resp_len)
+    mean_nll = np.ones(len(g)) if nll is None else np.asarray(nll, dtype=float)
     return StepBatch(np.array(g), np.array(t), np.array(s), np.array(r, dtype=float), valid,
-                     anchor=np.array(a, dtype=object), action_key=key, embedding=emb)
+                     anchor=np.array(a, dtype=object), action_key=key, embedding=emb,
+                     resp_len=length, old_logp_sum=-mean_nll * length)
 
 
 def one_hot_embedder(vocabulary):
@@ -35,11 +39,10 @@ def one_hot_embedder(vocabulary):
 
 
 def permuted(batch: StepBatch, perm: np.ndarray) -> StepBatch:
+    opt = {k: None if getattr(batch, k) is None else getattr(batch, k)[perm]
+           for k in ("anchor", "action_key", "embedding", "resp_len", "old_logp_sum", "hind_logp_sum")}
     return StepBatch(batch.group_id[perm], batch.traj_id[perm], batch.step_idx[perm], batch.reward[perm],
-                     batch.action_valid[perm],
-                     anchor=None if batch.anchor is None else batch.anchor[perm],
-                     action_key=None if batch.action_key is None else batch.action_key[perm],
-                     embedding=None if batch.embedding is None else batch.embedding[perm])
+                     batch.action_valid[perm], **opt)
 
 
 def random_batch(rng, groups=3, rollouts=4, max_len=6, anchors=4, dim=8, keys=3, p_invalid=0.2,
@@ -59,6 +62,9 @@ def random_batch(rng, groups=3, rollouts=4, max_len=6, anchors=4, dim=8, keys=3,
                 a.append(f"obs {anchor}")
                 k.append(f"act {int(rng.integers(keys))}")
                 e.append(protos[group, anchor] + 1e-3 * rng.standard_normal(dim))
+    n = len(g)
+    length = rng.integers(0, 6, n)               # some empty responses
     return StepBatch(np.array(g), np.array(t), np.array(s), np.array(r), np.array(v),
                      anchor=np.array(a, dtype=object), action_key=np.array(k, dtype=object),
-                     embedding=np.array(e, dtype=np.float32))
+                     embedding=np.array(e, dtype=np.float32), resp_len=length,
+                     old_logp_sum=-rng.gamma(2.0, 0.5, n) * length)

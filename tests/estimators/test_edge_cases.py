@@ -155,6 +155,5 @@ def test_gamma_zero_and_one():
 @pytest.mark.parametrize("name", available_estimators())
 def test_rows_in_any_order_with_gaps_in_step_idx(name):
     b = make_batch([(0, [("a", 0.0), ("b", 10.0)]), (0, [("a", 0.0), ("c", 0.0)])], embed=one_hot_embedder("abc"))
-    gapped = StepBatch(b.group_id, b.traj_id, b.step_idx * 3, b.reward, b.action_valid, anchor=b.anchor,
-                       action_key=b.action_key, embedding=b.embedding)
+    gapped = b.with_fields(step_idx=b.step_idx * 3)
     np.testing.assert_allclose(compute_advantages(gapped, name), compute_advantages(b, name))

@@ -14,7 +14,8 @@ def base(**over):
 
 
 def test_registry_lists_all_estimators():
-    assert available_estimators() == ["bigpo", "bipace", "gigpo", "grpo", "hgpo", "pace"]
+    assert available_estimators() == ["bigpo", "bipace", "gaca", "gagpo", "gigpo", "graphhca", "grpo", "hgpo",
+                                      "pace", "reinforce_pp", "rloo"]
 
 
 @pytest.mark.parametrize("bad", [np.nan, np.inf])
@@ -53,9 +54,12 @@ def test_duplicate_rows_are_rejected_with_advice():
 
 
 @pytest.mark.parametrize("name,field", [("gigpo", "anchor"), ("hgpo", "anchor"), ("bigpo", "embedding"),
-                                        ("pace", "action_key"), ("bipace", "embedding")])
+                                        ("pace", "action_key"), ("bipace", "embedding"), ("gagpo", "anchor"),
+                                        ("graphhca", "anchor"), ("gaca", "anchor"), ("gaca", "resp_len"),
+                                        ("gaca", "old_logp_sum")])
 def test_missing_field_for_estimator(name, field):
-    kw = base(anchor=["a", "b"], action_key=["x", "y"], embedding=np.eye(2))
+    kw = base(anchor=["a", "b"], action_key=["x", "y"], embedding=np.eye(2), resp_len=[1, 2],
+              old_logp_sum=[-0.5, -1.0])
     kw[field] = None
     with pytest.raises(ValueError, match=f"{name}.*needs StepBatch.{field}"):
         compute_advantages(StepBatch(**kw), name)
@@ -96,6 +100,53 @@ def test_zero_norm_embeddings_are_guarded():
 
 
 def test_empty_batch_gives_empty_advantages():
-    b = StepBatch([], [], [], [], [], anchor=[], action_key=[], embedding=np.zeros((0, 3)))
+    b = StepBatch([], [], [], [], [], anchor=[], action_key=[], embedding=np.zeros((0, 3)), resp_len=[],
+                  old_logp_sum=[])
     for name in available_estimators():
         assert compute_advantages(b, name).shape == (0,)
+
+
+@pytest.mark.parametrize("field,value,msg", [
+    ("resp_len", [1, -1], "resp_len must hold integer token counts >= 0"),
+    ("resp_len", [1.5, 2], "resp_len must hold integer token counts"),
+    ("old_logp_sum", [-1.0, np.nan], r"old_logp_sum must be finite; rows \[1\]"),
+    ("old_logp_sum", [-1.0, -np.inf], r"old_logp_sum must be finite; rows \[1\]"),
+    ("hind_logp_sum", [np.inf, -1.0], r"hind_logp_sum must be finite or NaN \(not scored\); rows \[0\]"),
+    ("old_logp_sum", [-1.0], "old_logp_sum has 1 rows"),
+])
+def test_bad_per_row_scores_name_the_field(field, value, msg):
+    with pytest.raises(ValueError, match=msg):
+        StepBatch(**base(**{field: value}))
+
+
+def test_unscored_rows_may_be_nan_in_hind_logp_sum():
+    b = StepBatch(**base(hind_logp_sum=[np.nan, -2.0]))
+    assert np.isnan(b.hind_logp_sum[0]) and b.hind_logp_sum[1] == -2.0
+
+
+@pytest.mark.parametrize("option,value,msg", [
+    ("value_proxy", "median", "unknown value_proxy variant 'median'"),
+    ("norm_scope", "task", "unknown norm_scope variant"),
+    ("hca_combine", "max", "unknown hca_combine variant"),
+    ("crit_norm", "softmax", "unknown crit_norm variant"),
+    ("gaca_combine", "sum", "unknown gaca_combine variant"),
+    ("max_steps", 0, "max_steps must be a positive integer"),
+])
+def test_bad_spec2_option_values(option, value, msg):
+    b = StepBatch(**base(anchor=["a", "b"]))
+    with pytest.raises(ValueError, match=msg):
+        compute_advantages(b, "gagpo", **{option: value})
+
+
+@pytest.mark.parametrize("name,opts,msg", [
+    ("graphhca", {"hca_gamma": 1.0}, r"hca_gamma must be in \[0, 1\)"),
+    ("graphhca", {"p_min": 0.0}, r"p_min must be in \(0, 1\]"),
+    ("graphhca", {"hca_truncation": "drop_edge"}, "drop_edge.*needs max_steps"),
+    ("gagpo", {"bootstrap_truncated": True}, "bootstrap_truncated=True needs max_steps"),
+    ("gagpo", {"gae_lambda": 1.5}, r"gae_lambda must be in \[0, 1\]"),
+    ("gaca", {"crit_norm": "mean_ratio", "crit_cmax": 0.0}, "crit_cmax must be > 0"),
+])
+def test_bad_spec2_settings_are_errors(name, opts, msg):
+    b = StepBatch(**base(anchor=["a", "b"], resp_len=[1, 1], old_logp_sum=[-1.0, -2.0]))
+    with pytest.raises(ValueError, match=msg):
+        compute_advantages(b, name, **opts)
