@@ -202,7 +202,8 @@ class Trainer:
             return {}
         if c.eval_repeats < 1:
             raise ValueError(f"eval_repeats must be >= 1, got {c.eval_repeats}")
-        tasks = list(tasks) * c.eval_repeats         # repeats start later, so they get other seeds
+        # a task's repeats side by side (each with its own env and decoding seed): they share a prompt prefix
+        tasks = [t for t in tasks for _ in range(c.eval_repeats)]
         col = self.collector("eval")
         self.model.eval()
         won, lengths = [], []

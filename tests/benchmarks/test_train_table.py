@@ -5,7 +5,7 @@ import pytest
 
 from benchmarks import train_table
 
-TINY = ["--sft-steps", "2", "--iterations", "1", "--batch-tasks", "2", "--group-size", "2", "--eval-tasks", "2",
+TINY = ["--model", "tiny", "--sft-steps", "2", "--iterations", "1", "--batch-tasks", "2", "--group-size", "2", "--eval-tasks", "2",
         "--eval-repeats", "1", "--max-steps", "2", "--max-new-tokens", "4", "--threads", "1", "--seeds", "0"]
 
 
@@ -31,6 +31,6 @@ def test_rerun_keeps_finished_runs_adds_missing_ones_and_refuses_other_settings(
     assert second[1]["eval_before"] == first[0]["eval_before"] and second[1]["sft_s"] == first[0]["sft_s"]
     assert "grpo seed 0: kept" in capsys.readouterr().out
 
-    with pytest.raises(SystemExit, match="other settings.*'lr': \\(0.0002, 0.001\\)"):
+    with pytest.raises(SystemExit, match="other settings.*'lr': \\(0.0001, 0.001\\)"):
         train_table.main(out + TINY + ["--estimators", "bipace", "--lr", "1e-3"])
     assert json.loads((tmp_path / "results.json").read_text()) == second
