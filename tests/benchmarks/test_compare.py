@@ -9,7 +9,7 @@ import pytest
 from benchmarks import compare
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
-TINY = ["--iterations", "2", "--set", "batch_tasks=2", "--set", "group_size=2", "--set", "max_steps=2",
+TINY = ["--preset", "tiny", "--iterations", "2", "--set", "batch_tasks=2", "--set", "group_size=2", "--set", "max_steps=2",
         "--set", "max_new_tokens=6", "--set", "sft_steps=2", "--set", "eval_tasks=2", "--set", "eval_batch=2",
         "--set", "eval_every=1", "--set", "progress=false"]
 
@@ -87,3 +87,30 @@ def test_presets_are_valid_train_configs(name):
     cfg.env_kwargs_dict()
     assert set(preset["estimators"]) <= set(available_estimators())
     assert preset["seeds"] and cfg.iterations > 0
+
+
+def test_summary_pools_success_over_seeds_with_a_binomial_ci_and_other_figures_with_a_t_interval():
+    rows = []
+    for seed, (train, ev) in enumerate([((0.25, 0.5), 0.4), ((0.75, 1.0), 0.6)]):
+        rows.append({"estimator": "grpo", "seed": seed, "iteration": 0, "eval_success": 0.5, "eval_n": 100})
+        for it, s in enumerate(train, 1):
+            rows.append({"estimator": "grpo", "seed": seed, "iteration": it, "success": s, "rollout_s": 10 + 2 * seed,
+                         "eval_success": ev if it == 2 else "", "eval_n": 100 if it == 2 else ""})
+    line = [l for l in compare.summary_table(rows, ["grpo"], {}, 2, "h", 8).splitlines() if l.startswith("| grpo")][0]
+    cells = [c.strip() for c in line.split("|")[1:-1]]
+    # training: mean of (0.375, 0.875) over 2 x 2 x 8 = 32 episodes; held-out end: 0.5 over 200 episodes
+    assert cells[2] == f"62.5 ± {196 * (0.625 * 0.375 / 32) ** 0.5:.1f} (n=32)"
+    assert cells[3] == f"50.0 ± {196 * (0.25 / 200) ** 0.5:.1f} (n=200)" and cells[4] == cells[3]
+    # rollout s: seeds 10 and 12 -> mean 11, t(1) = 12.706 x std 1.414 / sqrt 2 = 12.7
+    assert cells[9] == "11.0 ± 12.7"
+
+
+def test_plot_axes_follow_the_data():
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, ax = plt.subplots()
+    ax.plot([1, 2, 3], [10.0, 12.0, 14.0])
+    lo, hi = compare._data_limits(ax, 100.0)
+    assert 5 < lo < 10 and 14 < hi < 20
+    plt.close(fig)

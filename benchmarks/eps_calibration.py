@@ -1,0 +1,83 @@
+"""BiGPO/BiPACE's cosine radius ``eps`` for a given policy: do its hidden states tell TextCraft states apart?
+
+    python benchmarks/eps_calibration.py --model smollm2-135m
+    python benchmarks/eps_calibration.py --model runs/table/warm_start --tasks 8 --group-size 8
+
+Rolls out one batch (B tasks x G episodes, the trainer's collector, so the embedding is the one the
+estimators get: the hidden state at the scaled BiPACE layer, last prompt token) and prints:
+- cosine distances between rows of one group with the same GiGPO anchor (the same env state reached
+  with different histories) and with different anchors (different states), as percentiles;
+- step clusters per group at several eps against GiGPO's exact anchors per group.
+An eps below most different-state distances and above most same-state ones groups like the anchors
+do; a larger one merges different states (their returns then share one baseline).
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+import numpy as np
+
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def pair_distances(batch) -> tuple[np.ndarray, np.ndarray]:
+    """Cosine distances of all within-group row pairs, split into same-anchor and different-anchor."""
+    same, diff = [], []
+    emb = batch.embedding / np.linalg.norm(batch.embedding, axis=1, keepdims=True)
+    anchors = np.asarray([hash(a) for a in batch.anchor])
+    for g in np.unique(batch.group_id):
+        rows = np.flatnonzero(batch.group_id == g)
+        d = 1.0 - emb[rows] @ emb[rows].T
+        iu = np.triu_indices(len(rows), 1)
+        eq = anchors[rows][:, None] == anchors[rows][None, :]
+        same.append(d[iu][eq[iu]])
+        diff.append(d[iu][~eq[iu]])
+    return np.concatenate(same), np.concatenate(diff)
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--model", default="smollm2-135m", help="preset, hub id or folder (e.g. a warm start)")
+    ap.add_argument("--tasks", type=int, default=8)
+    ap.add_argument("--group-size", type=int, default=8)
+    ap.add_argument("--max-steps", type=int, default=8)
+    ap.add_argument("--temperature", type=float, default=1.0)
+    ap.add_argument("--eps", type=float, nargs="+", default=[0.005, 0.01, 0.02, 0.05, 0.1])
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--out", default="/tmp/bipace-eps", help="scratch folder for the trainer's files")
+    args = ap.parse_args(argv)
+
+    from agents.config import TrainConfig
+    from agents.trainer import Trainer
+    from benchmarks.group_stats import group_stats, step_groups
+    cfg = TrainConfig(env="textcraft", model=args.model, out_dir=args.out, compact_prompts="yes", require_think="no",
+                      env_kwargs='{"preset": "agentgym", "depths": [1, 2]}', max_steps=args.max_steps,
+                      history_length=8, show_admissible=False, max_new_tokens=32, batch_tasks=args.tasks,
+                      group_size=args.group_size, temperature=args.temperature, threads=args.threads,
+                      tensorboard=False, progress=False)
+    trainer = Trainer(cfg)
+    ro, _ = trainer.rollout(1)
+    batch = ro.batch
+    same, diff = pair_distances(batch)
+    q = [10, 50, 90]
+    print(f"{args.model}: {len(batch.reward)} rows, {args.tasks} groups, success {ro.success.mean():.2f}, "
+          f"hidden layer {trainer.collector('train').capture.layer}")
+    print(f"cosine distance, same anchor ({len(same)} pairs): p10/p50/p90 = "
+          + " / ".join(f"{v:.4f}" for v in np.percentile(same, q)) if len(same) else "no same-anchor pairs")
+    print(f"cosine distance, different anchors ({len(diff)} pairs): p10/p50/p90 = "
+          + " / ".join(f"{v:.4f}" for v in np.percentile(diff, q)) if len(diff) else "no different-anchor pairs")
+    anchors = group_stats(batch, step_groups(batch, "gigpo"))["clusters_per_group"]
+    print(f"GiGPO exact anchors per group: {anchors:.1f}")
+    print("| eps | clusters per group | different-anchor pairs merged (distance < eps) |")
+    print("|---|---|---|")
+    for eps in args.eps:
+        clusters = group_stats(batch, step_groups(batch, "bigpo", eps=eps))["clusters_per_group"]
+        merged = float(np.mean(diff < eps)) if len(diff) else float("nan")
+        print(f"| {eps} | {clusters:.1f} | {merged:.3f} |")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,77 @@
+"""agents/prefix.py: running each task's common prompt prefix once gives the plain forward's numbers."""
+import torch
+
+from agents.models import LoraSettings, add_lora, load_policy
+from agents.ppo import response_logits
+from agents.prefix import cache_kwarg, common_prefix_len, prefill, split_prompts
+
+
+def _prompts(tok):
+    head = "<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n<|im_start|>user\nGoal: craft stick.\n"
+    texts = [head + "get 2 oak planks -> Got 2 oak planks<|im_end|>\n<|im_start|>assistant\n",
+             head + "Step 1<|im_end|>\n<|im_start|>assistant\n",
+             "<|im_start|>system\nOther<|im_end|>\n<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n",
+             head + "Step 1<|im_end|>\n<|im_start|>assistant\n"]
+    answers = ["<action>craft 4 stick using 2 oak planks</action><|im_end|>", "<action>get</action><|im_end|>",
+               "hello<|im_end|>", "x"]
+    ids = lambda t: torch.tensor(tok(t, add_special_tokens=False)["input_ids"])
+    return [ids(t) for t in texts], [ids(a) for a in answers], ["stick", "stick", "other", "stick"]
+
+
+def _adapted():
+    model, tok = load_policy("tiny")          # its own copy: peft adapts the model in place
+    torch.manual_seed(0)
+    model = add_lora(model, LoraSettings(rank=4, alpha=8))
+    for name, p in model.named_parameters():
+        if "lora_B" in name:                  # a non-zero adapter, so the cache must carry it
+            torch.nn.init.normal_(p, std=0.05)
+    return model, tok
+
+
+def test_split_cuts_after_each_keys_common_prefix_and_keeps_a_token_per_row():
+    a, b = torch.tensor([1, 2, 3, 4]), torch.tensor([1, 2, 3, 9, 9])
+    assert common_prefix_len([a, b]) == 3 and common_prefix_len([a]) == 4
+    split = split_prompts([a, b, a, torch.tensor([7])], ["x", "x", "y", "z"], pad_id=0)
+    assert split.row_prefix.tolist() == [0, 0, 1, 2]
+    assert [s.tolist() for s in split.suffixes] == [[4], [9, 9], [4], [7]]   # a lone row keeps its last token
+    assert split.prefix_ids.tolist() == [[1, 2, 3], [1, 2, 3], [0, 0, 0]]
+    assert split.prefix_mask.tolist() == [[1, 1, 1], [1, 1, 1], [0, 0, 0]]
+    full = split.full_ids()
+    assert [full[r][split.full_mask()[r].bool()].tolist() for r in range(4)] == [a.tolist(), b.tolist(),
+                                                                                  a.tolist(), [7]]
+
+
+def test_shared_logits_and_gradients_equal_the_plain_forward():
+    model, tok = _adapted()
+    prompts, answers, keys = _prompts(tok)
+    model.train()
+    grads = []
+    for k in (None, keys):
+        model.zero_grad(set_to_none=True)
+        logits, targets, mask = response_logits(model, prompts, answers, tok.pad_token_id, keys=k)
+        logp = logits.float().log_softmax(-1).gather(-1, targets[..., None])[..., 0]
+        (-(logp * mask).sum()).backward()
+        grads.append({n: p.grad.clone() for n, p in model.named_parameters() if p.requires_grad})
+        if k is None:
+            plain = (logits * mask[..., None]).detach()
+    assert torch.allclose(plain, (logits * mask[..., None]).detach(), atol=1e-4)
+    assert grads[0].keys() == grads[1].keys()
+    assert all(torch.allclose(grads[0][n], grads[1][n], atol=1e-5, rtol=1e-3) for n in grads[0])
+    assert any(g.abs().sum() > 0 for g in grads[0].values())
+
+
+@torch.no_grad()
+def test_generate_from_a_shared_prefix_matches_plain_generate():
+    model, tok = _adapted()
+    model.eval()
+    prompts, _, keys = _prompts(tok)
+    enc = tok.pad({"input_ids": [p.tolist() for p in prompts]}, return_tensors="pt")
+    kw = dict(max_new_tokens=6, do_sample=False, pad_token_id=tok.pad_token_id, return_dict_in_generate=True,
+              output_logits=True)
+    plain = model.generate(**enc, **kw)
+    split = split_prompts(prompts, keys, tok.pad_token_id)
+    shared = model.generate(input_ids=split.full_ids(), attention_mask=split.full_mask(),
+                            **{cache_kwarg(model): prefill(model, split)}, **kw)
+    P1, P2 = enc["input_ids"].shape[1], split.full_ids().shape[1]
+    assert torch.equal(plain.sequences[:, P1:], shared.sequences[:, P2:])
+    assert max((a - b).abs().max().item() for a, b in zip(plain.logits, shared.logits)) < 1e-4
