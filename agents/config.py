@@ -41,7 +41,11 @@ class TrainConfig:
     compact_prompts: str = opt("auto", "short prompts for small models: yes | no | auto (yes for tiny)")
     train_split: str = opt("train", "task split for RL rollouts")
     eval_split: str = opt("test", "held-out task split for evaluation")
-    vector_mode: str = opt("sync", "gymnasium vector env: sync | async (env processes)")
+    vector_mode: str = opt("sync", "vector env: sync | async (env processes) | ray (Ray actors, see README)")
+    ray_address: str = opt("", "with --vector-mode ray: '' = a private local Ray, 'auto' = the cluster "
+                               "`ray start` made on this machine, or host:port of a cluster's head")
+    ray_workers: int = opt(0, "with --vector-mode ray: env workers per vector env (0 = one per CPU of its "
+                              "share; rollout and evaluation envs each reserve half the cluster's CPUs)")
     # --- rollout -----------------------------------------------------------------------------
     batch_tasks: int = opt(16, "B: tasks per iteration")
     group_size: int = opt(8, "G: rollouts per task (same task and seed)")
