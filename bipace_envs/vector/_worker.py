@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import socket
+import time
 
 from gymnasium.vector import AutoresetMode
 
@@ -34,6 +35,7 @@ class EnvWorker:
         # A reset already made (after a worker restart) that the next autoreset hands out instead of
         # calling env.reset() again, so the replacement env replays its last task and seed.
         self.pending = [None] * len(self.envs)
+        self.busy = 0.0     # seconds inside env.step/reset during step(): wall minus this = Ray's overhead
 
     def describe(self) -> dict:
         env = self.envs[0]
@@ -56,8 +58,10 @@ class EnvWorker:
         return out
 
     def restore(self, seeds, options, hold: bool):
-        """Reset every env of a replacement worker; with ``hold`` the results wait for the next autoreset."""
-        out = self.reset(seeds, options)
+        """Reset every env of a replacement worker with its own last seed and options (one per env); with
+        ``hold`` the results wait for the next autoreset."""
+        out = [env.reset(seed=s, options=o) for env, s, o in zip(self.envs, seeds, options, strict=True)]
+        self.autoreset, self.pending = [False] * len(self.envs), [None] * len(self.envs)
         if hold:
             self.pending = list(out)
             self.autoreset = [True] * len(self.envs)
@@ -66,6 +70,7 @@ class EnvWorker:
     def step(self, actions):
         """``[(obs, reward, terminated, truncated, info, final)]``; ``final`` = (obs, info) of the episode
         that SAME_STEP autoreset just ended, else None."""
+        t0 = time.perf_counter()
         out = []
         for k, (env, action) in enumerate(zip(self.envs, actions, strict=True)):
             final = None
@@ -83,7 +88,11 @@ class EnvWorker:
                     obs, info = env.reset()
             self.autoreset[k] = bool(term or trunc)
             out.append((obs, float(reward), bool(term), bool(trunc), info, final))
+        self.busy += time.perf_counter() - t0
         return out
+
+    def busy_seconds(self) -> float:
+        return self.busy
 
     def call(self, name: str, args, kwargs, invoke: bool = True):
         """As SyncVectorEnv.call (``invoke``) / get_attr (not ``invoke``) on each env."""

@@ -39,7 +39,7 @@ class EnvTimeoutError(TimeoutError):
 
 
 # Ray started by this module (not by the user) is shut down when its last RayVectorEnv closes.
-_RAY = {"owned": False, "users": 0}
+_RAY = {"owned": False, "users": 0, "last_kill": float("-inf")}
 
 
 def _import_ray():
@@ -173,9 +173,9 @@ class RayVectorEnv(VectorEnv):
         self._reset_seed = [None] * self.num_envs
         self._reset_options = [None] * self.num_envs
 
-    def _free_cpus(self, need: float, wait: float = 10.0) -> float:
-        """Free CPUs, waiting a little for actors that were just killed to hand theirs back."""
-        deadline = time.monotonic() + wait
+    def _free_cpus(self, need: float, wait: float = 5.0) -> float:
+        """Free CPUs, waiting (up to ``wait`` s after the last kill) for killed actors to hand theirs back."""
+        deadline = _RAY["last_kill"] + wait
         while True:
             free = float(self._ray.available_resources().get("CPU", 0))
             if free + 1e-9 >= need or time.monotonic() > deadline:
@@ -236,6 +236,7 @@ class RayVectorEnv(VectorEnv):
                       "reset (same seed and options)", RuntimeWarning, stacklevel=3)
         for w in dead:
             self._ray.kill(self.workers[w], no_restart=True)
+            _RAY["last_kill"] = time.monotonic()
             self.workers[w] = self._spawn(w)
         infos, again = self._gather({w: self.workers[w].describe.remote() for w in dead}, self.start_timeout,
                                     "restart")
@@ -317,8 +318,8 @@ class RayVectorEnv(VectorEnv):
         autoreset (SAME_STEP: at once, as gymnasium does)."""
         b = self.blocks[w]
         same = self.autoreset_mode == AutoresetMode.SAME_STEP
-        ref = self.workers[w].restore.remote([self._reset_seed[i] for i in b], self._reset_options[b[0]],
-                                             not same)
+        ref = self.workers[w].restore.remote([self._reset_seed[i] for i in b],
+                                             [self._reset_options[i] for i in b], not same)
         fresh, dead = self._gather({w: ref}, self.step_timeout, "reset after a restart")
         if dead:
             self._broken = "a restarted Ray env worker died again"
@@ -370,6 +371,14 @@ class RayVectorEnv(VectorEnv):
                                   self.step_timeout, "rss")
         return [results.get(w, 0) for w in range(len(self.workers))]
 
+    def worker_busy_seconds(self) -> list[float]:
+        """Seconds each worker has spent inside its envs' step (and autoreset) calls: a step's wall time
+        minus the busiest worker's share is what Ray itself costs (benchmarks/vector_speed.py)."""
+        self._check_usable()
+        results, _ = self._gather({w: a.busy_seconds.remote() for w, a in enumerate(self.workers)},
+                                  self.step_timeout, "busy_seconds")
+        return [results.get(w, 0.0) for w in range(len(self.workers))]
+
     def _shutdown_workers(self) -> None:
         ray = self._ray
         live = [a for a in getattr(self, "workers", []) if a is not None]
@@ -380,6 +389,7 @@ class RayVectorEnv(VectorEnv):
                 pass
         for a in live:
             ray.kill(a, no_restart=True)
+            _RAY["last_kill"] = time.monotonic()
         self.workers = [None] * len(getattr(self, "workers", []))
 
     def close_extras(self, **kwargs) -> None:

@@ -225,6 +225,8 @@ def test_bad_sizes_are_clear_errors(ray_local):
         envs.reset(seed=0)
         with pytest.raises(ValueError, match="one action per env"):
             envs.step(["inventory"])
+        envs.step(["inventory"] * 2)
+        assert all(b > 0 for b in envs.worker_busy_seconds())
         assert all(r > 10_000_000 for r in envs.worker_rss())
         assert envs.get_attr("spec")[0].id == "bipace/TextCraft-v0"
     finally:
