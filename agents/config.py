@@ -45,7 +45,11 @@ class TrainConfig:
     compact_prompts: str = opt("auto", "short prompts for small models: yes | no | auto (yes for the small presets tiny, smollm2-135m)")
     train_split: str = opt("train", "task split for RL rollouts")
     eval_split: str = opt("test", "held-out task split for evaluation")
-    vector_mode: str = opt("sync", "gymnasium vector env: sync | async (env processes)")
+    vector_mode: str = opt("sync", "vector env: sync | async (env processes) | ray (Ray actors, see README)")
+    ray_address: str = opt("", "with --vector-mode ray: '' = a private local Ray, 'auto' = the cluster "
+                               "`ray start` made on this machine, or host:port of a cluster's head")
+    ray_workers: int = opt(0, "with --vector-mode ray: env workers per vector env (0 = one per CPU of its "
+                              "share; rollout and evaluation envs each reserve half the cluster's CPUs)")
     share_prefix: bool = opt(True, "run each task's common prompt prefix (system, goal, recipes) once per step in "
                                    "rollouts and per micro-batch in the update (agents/prefix.py; same numbers, "
                                    "fewer tokens); the update uses plain forwards under gradient checkpointing")

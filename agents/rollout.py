@@ -122,13 +122,20 @@ class RolloutCollector:
     """Owns the vector env and steps it with the policy. ``make_env()`` builds one env instance."""
 
     def __init__(self, model, tokenizer, make_env, n_envs: int, prompter, settings: RolloutSettings,
-                 reward_map, vector_mode: str = "sync", fallback_chars: int = 30):
+                 reward_map, vector_mode: str = "sync", fallback_chars: int = 30,
+                 vector_kwargs: dict | None = None):
         self.model, self.tok, self.prompter, self.s = model, tokenizer, prompter, settings
         self.reward_map, self.fallback_chars, self.n = reward_map, fallback_chars, n_envs
         fns = [partial(_indexed_env, make_env, i) for i in range(n_envs)]
-        modes = {"sync": gym.vector.SyncVectorEnv, "async": gym.vector.AsyncVectorEnv}
+        modes = {"sync": gym.vector.SyncVectorEnv, "async": gym.vector.AsyncVectorEnv, "ray": None}
         if vector_mode not in modes:
             raise ValueError(f"vector_mode must be one of {sorted(modes)}, got {vector_mode!r}")
+        if vector_mode == "ray":    # envs in Ray actors; vector_kwargs go to RayVectorEnv
+            from bipace_envs.vector import RayVectorEnv
+            modes["ray"] = partial(RayVectorEnv, **(vector_kwargs or {}))
+        elif vector_kwargs:
+            raise ValueError(f"vector_kwargs are RayVectorEnv options; vector_mode {vector_mode!r} "
+                             "takes none")
         self.envs = modes[vector_mode](fns, autoreset_mode=gym.vector.AutoresetMode.NEXT_STEP)
         self.capture = HiddenCapture(model, settings.hidden_layer) if settings.capture_hidden else None
         eos = [tokenizer.eos_token_id, tokenizer.convert_tokens_to_ids("<|im_end|>"), tokenizer.pad_token_id]

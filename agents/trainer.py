@@ -128,7 +128,8 @@ class Trainer:
         if key and key in kwargs:
             raise ValueError(f"env_kwargs sets {key!r}; choose splits with --train-split/--eval-split instead")
         extra = {key: split} if key else {}
-        return lambda: self.spec.make(max_steps=self.max_steps, **kwargs, **extra)
+        spec, max_steps = self.spec, self.max_steps     # not self: async/Ray workers pickle the closure
+        return lambda: spec.make(max_steps=max_steps, **kwargs, **extra)
 
     def _list_tasks(self, make_env, split: str) -> list:
         probe = make_env()
@@ -164,8 +165,14 @@ class Trainer:
             self._collectors[kind] = RolloutCollector(
                 self.model, self.tok, self._rollout_env_factory() if train else self.make_eval_env, n,
                 make_prompter(c.env, self.prompt_settings), rs,
-                self.spec.reward_map, vector_mode=c.vector_mode, fallback_chars=self.spec.fallback_chars)
+                self.spec.reward_map, vector_mode=c.vector_mode, fallback_chars=self.spec.fallback_chars,
+                vector_kwargs=self._ray_kwargs() if c.vector_mode == "ray" else None)
         return self._collectors[kind]
+
+    def _ray_kwargs(self) -> dict:
+        """RayVectorEnv options: rollout and evaluation envs live together, so each reserves half the CPUs."""
+        c = self.cfg
+        return dict(address=c.ray_address or None, num_workers=c.ray_workers or None, cpu_share=0.5)
 
     def _rollout_env_factory(self):
         """Training rollouts' env maker: with ``rl_rename`` a share of episodes plays in a renamed world

@@ -5,6 +5,7 @@
     bipace-compare --estimators grpo gigpo bipace --seeds 0 1 2 --iterations 20 --out runs/compare
     bipace-compare --preset qwen1.5b --env alfworld --estimators grpo gigpo bipace --seeds 0 1 2
     bipace-compare --set lr=1e-4 --set env_kwargs='{"depths": [1]}'   # any agents.config.TrainConfig field
+    bipace-compare --vector-mode ray --ray-address auto      # envs in the actors of a Ray cluster (README)
 
 Runs are sequential in this process (one heavy job at a time), each an ``agents.trainer.Trainer`` with
 the preset's config plus your overrides, in ``<out>/runs/<estimator>_seed<k>/``. When the preset has an
@@ -299,6 +300,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--env", help="override the preset's env")
     p.add_argument("--model", help="override the preset's model")
     p.add_argument("--iterations", type=int, help="override the preset's RL iterations")
+    p.add_argument("--vector-mode", choices=["sync", "async", "ray"], help="override the preset's vector env")
+    p.add_argument("--ray-address", help="with --vector-mode ray: 'auto' or host:port of a Ray cluster "
+                                         "(default: a private local Ray)")
     p.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
                    help="any agents.config.TrainConfig field (repeatable), e.g. --set batch_tasks=8")
     p.add_argument("--out", default="runs/compare", help="output folder")
@@ -322,7 +326,8 @@ def main(argv=None) -> int:
               file=sys.stderr)
         return 2
     try:
-        overrides = {**preset["config"], **{k: getattr(args, k) for k in ("env", "model", "iterations")
+        shortcuts = ("env", "model", "iterations", "vector_mode", "ray_address")
+        overrides = {**preset["config"], **{k: getattr(args, k) for k in shortcuts
                                             if getattr(args, k) is not None}, **parse_overrides(args.set)}
     except ValueError as exc:
         print(f"bipace-compare: error: {exc}", file=sys.stderr)

@@ -17,3 +17,14 @@ def shared_dir() -> Path:
             f"expected the project's shared folder at {SHARED_DIR} (specs/, data/); "
             "set BIPACE_SHARED to its path")
     return SHARED_DIR
+
+
+@pytest.fixture(scope="session")
+def ray_local():
+    """A small private Ray instance for the Ray vector-env tests (CI has no cluster); shut down at the end."""
+    ray = pytest.importorskip("ray")
+    if ray.is_initialized():
+        ray.shutdown()
+    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
+    yield ray
+    ray.shutdown()
