@@ -220,7 +220,7 @@ class WebShopEnv(gym.Env):
         obs = self._obs()
         return {"admissible_actions": [] if self.done else self.admissible_actions(),
                 "available_actions": self.available_actions(), "task_id": self.task_id,
-                "won": self.done and self.score == 1.0, "score": min(self.score, 1.0),
+                "won": self.done and self.score == 1.0, "score": self.score,
                 "anchor": obs, "obs_hash": obs_hash(obs), "instruction": self.session.instruction,
                 "goal_asin": self.session.goal["asin"], "reward_details": self.session.reward_details}
 
