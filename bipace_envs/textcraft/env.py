@@ -107,7 +107,10 @@ class TextCraftEnv(gym.Env):
     The reference lists its lines in string-hash order, which changes per process; ours is the
     first-appearance order, and with that order the reference's reset text (distractors and
     shuffle included) equals ours exactly. Nothing depends on PYTHONHASHSEED or on earlier
-    episodes (the reference grows its recipe lists on every reset).
+    episodes (the reference grows its recipe lists on every reset). The distractor lines and
+    their shuffle cannot match those of ADaPT's recorded runs: they followed the authors'
+    file-listing order. The goals can: ``preset="adapt"``, ``split="test"`` plays ADaPT's goal
+    for each seed 0-199 (``tasks.py``).
 
     **Action space.** ``UnicodeText``: any str. Commands: ``get N item``, ``craft N item using
     c1 a, c2 b``, ``inventory``; anything else answers ``Could not execute {action}``.
@@ -129,7 +132,7 @@ class TextCraftEnv(gym.Env):
 
     **Reset.** ``options={"task_id": id}`` picks the goal (any id of ``list_tasks``, including
     AgentGym's ``textcraft_<i>``); otherwise seed s picks ``pool[s % len(pool)]`` (no seed: a
-    draw from ``np_random``). The shown lines come from the preset's ``layout_seed`` or the seed.
+    draw from ``np_random``); the adapt preset's test pool is ADaPT's seed -> goal list. The shown lines come from the preset's ``layout_seed`` or the seed.
 
     **Arguments.** See ``TextCraftConfig``: ``preset``, ``split``, ``depths``, ``max_steps``,
     ``reward_on_get``, ``layout_seed``, ``expert_in_info``, ``render_mode``.

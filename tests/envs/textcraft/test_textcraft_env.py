@@ -109,6 +109,25 @@ def test_splits_are_disjoint_and_sized(preset):
         assert len(test) == 200 and train | test == full
 
 
+def test_adapt_test_split_is_adapts_recorded_seed_to_goal_list(shared_dir):
+    """Seeds 0-199 play the goal ADaPT's own runs recorded for them (test and all splits);
+    train is the other 197 goals of depth >= 2."""
+    import json
+    rows = json.loads((shared_dir / "data" / "textcraft" / "adapt_test_goals.json").read_text())
+    recorded = [r["goal"] for r in sorted(rows, key=lambda r: r["seed"])]
+    assert len(recorded) == 200
+    for split in ("test", "all"):
+        env = make(preset="adapt", split=split).unwrapped
+        played = [env.reset(seed=s)[1]["goal"] for s in range(200)]
+        assert played == recorded, split
+    assert [t.replace("_", " ") for t in list_tasks("adapt", "test")] == recorded
+    book = load_book()
+    train = list_tasks("adapt", "train")
+    assert len(train) == 197 and not set(train) & {g.replace(" ", "_") for g in recorded}
+    deep = {g for g in book.goal_order if book.depth[g] >= 2}
+    assert {"minecraft:" + t for t in train} | {"minecraft:" + g.replace(" ", "_") for g in recorded} == deep
+
+
 def test_depth_filter_and_orders():
     book = load_book()
     for depths in [(2, 3), (1, 2), (4,)]:
