@@ -58,7 +58,8 @@ class TrainConfig:
                                 "the logs then add success_renamed and success_plain")
     # --- estimator ----------------------------------------------------------------------------
     gamma: float = opt(0.95, "discount of step returns")
-    mode: str = opt("mean_norm", "step/episode normalisation: mean_norm | mean_std_norm")
+    mode: str | None = opt(None, "step/episode normalisation: mean_norm | mean_std_norm "
+                                 "(default: the estimator's own, e.g. mean_std_norm for grpo; logged)")
     step_weight: float = opt(1.0, "weight of the step-level advantage (GiGPO w / BiPACE w)")
     invalid_penalty: float = opt(0.1, "penalty subtracted for format-invalid answers")
     eps: float = opt(0.05, "BiGPO cosine radius (0.05 for 1.5B, 0.10 for 7B; on the warm-started tiny model 0.05 "

@@ -94,9 +94,12 @@ class Trainer:
             raise ValueError(f"rl_rename is a probability in [0, 1], got {cfg.rl_rename}")
         if not self.train_tasks:
             raise ValueError(f"no training tasks in split {cfg.train_split!r} of {cfg.env}")
-        from estimators import available_estimators
+        from estimators import available_estimators, resolve_options
         if cfg.estimator not in available_estimators():
             raise ValueError(f"unknown estimator {cfg.estimator!r}; available: {available_estimators()}")
+        self.mode = resolve_options(cfg.estimator, mode=cfg.mode).mode   # None -> estimator's default
+        print(f"{cfg.estimator}: advantage normalisation {self.mode}"
+              + (" (the estimator's default)" if cfg.mode is None else " (--mode)"))
         self.prompt_settings = PromptSettings(history_length=cfg.history_length,
                                               require_think=cfg.think_required(),
                                               show_admissible=cfg.show_admissible,
@@ -209,7 +212,7 @@ class Trainer:
     def advantages(self, ro) -> np.ndarray:
         from estimators import compute_advantages
         c = self.cfg
-        return compute_advantages(ro.batch, c.estimator, gamma=c.gamma, mode=c.mode, step_weight=c.step_weight,
+        return compute_advantages(ro.batch, c.estimator, gamma=c.gamma, mode=self.mode, step_weight=c.step_weight,
                                   invalid_penalty=c.invalid_penalty, eps=c.eps, pace=c.pace)
 
     @torch.no_grad()
@@ -359,7 +362,7 @@ class Trainer:
             except ImportError:
                 print("tensorboard is not installed; logging to CSV only (pip install tensorboard)")
         t_start = time.perf_counter()
-        summary = {"estimator": c.estimator, "seed": c.seed}
+        summary = {"estimator": c.estimator, "seed": c.seed, "mode": self.mode}
 
         def run_eval(it):
             ev = self.evaluate()
