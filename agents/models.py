@@ -17,6 +17,7 @@ import hashlib
 import json
 import os
 import re
+import warnings
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -179,7 +180,11 @@ def load_policy(model: str = TINY, dtype: str = "float32", device: str = "cpu",
     if device != "auto":
         lm.to(device)
     if gradient_checkpointing:
-        lm.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        ckpt = {"use_reentrant": False}
+        if hasattr(lm, "activation_checkpointing_enable"):    # the name since transformers 5.x
+            lm.activation_checkpointing_enable(activation_checkpointing_kwargs=ckpt)
+        else:
+            lm.gradient_checkpointing_enable(gradient_checkpointing_kwargs=ckpt)
         lm.config.use_cache = False   # training forward only; generate() turns the cache back on
         lm.enable_input_require_grads()
     return lm, tok
@@ -190,7 +195,10 @@ def add_lora(model, settings: LoraSettings):
     from peft import LoraConfig, get_peft_model
     cfg = LoraConfig(r=settings.rank, lora_alpha=settings.alpha, lora_dropout=settings.dropout,
                      target_modules=settings.target_modules(), bias="none", task_type="CAUSAL_LM")
-    return get_peft_model(model, cfg)
+    with warnings.catch_warnings():
+        # peft reads the deprecated ``is_gradient_checkpointing``; nothing of ours to rename
+        warnings.filterwarnings("ignore", message=".*is_gradient_checkpointing", category=FutureWarning)
+        return get_peft_model(model, cfg)
 
 
 def decoder_layers(model) -> nn.ModuleList:

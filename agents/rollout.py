@@ -99,7 +99,9 @@ def _info_at(infos: dict, i: int) -> dict:
 
 @dataclass
 class Rollout:
-    """Everything one collection produced (rows in env-major, then time order)."""
+    """Everything one collection produced, one row per agent step in time-major order: step 0 of
+    every env, then step 1 of the envs still running, and so on; within a step, by env index
+    (``env_index`` and ``batch.step_idx`` give each row's env and step)."""
     batch: object                               # estimators.StepBatch
     prompt_ids: list = field(default_factory=list)
     response_ids: list = field(default_factory=list)

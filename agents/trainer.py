@@ -73,8 +73,7 @@ class Trainer:
     def __init__(self, cfg: TrainConfig, make_env=None, train_tasks=None, eval_tasks=None,
                  model=None, tokenizer=None):
         self.cfg = cfg
-        self.out = Path(cfg.out_dir)
-        self.out.mkdir(parents=True, exist_ok=True)
+        self.out = Path(cfg.out_dir)   # created once the arguments are checked (no stray runs/run)
         if cfg.threads > 0:
             torch.set_num_threads(cfg.threads)
         self.spec = get_env_spec(cfg.env)
@@ -104,6 +103,7 @@ class Trainer:
                                               require_think=cfg.think_required(),
                                               show_admissible=cfg.show_admissible,
                                               compact=cfg.compact())
+        self.out.mkdir(parents=True, exist_ok=True)
         if model is None:
             base = self._warm_start_path() if cfg.sft_steps > 0 else cfg.model
             model, tokenizer = load_policy(base, cfg.dtype, cfg.device, cfg.gradient_checkpointing)

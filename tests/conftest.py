@@ -17,3 +17,13 @@ def shared_dir() -> Path:
             f"expected the project's shared folder at {SHARED_DIR} (specs/, data/); "
             "set BIPACE_SHARED to its path")
     return SHARED_DIR
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _no_runs_folder_in_checkout():
+    """Tests write under tmp_path; a ``runs/`` left in the checkout means one used a default path."""
+    runs = REPO_ROOT / "runs"
+    existed = runs.exists()
+    yield
+    if not existed and runs.exists():
+        raise AssertionError(f"the tests created {runs}; give every run an out dir under tmp_path")

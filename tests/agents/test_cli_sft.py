@@ -19,10 +19,13 @@ def test_help_documents_every_option():
     assert "--no-progress" in text
 
 
-def test_cli_reports_bad_input(capsys):
+def test_cli_reports_bad_input(capsys, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
     assert main(["--env", "nethack"]) == 2
     assert "unknown env" in capsys.readouterr().err
     assert main(["--env-kwargs", "[1, 2]"]) == 2
+    assert main(["--estimator", "nope"]) == 2
+    assert not (tmp_path / "runs").exists()          # a refused run writes nothing
 
 
 def test_console_script_help_runs():
