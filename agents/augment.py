@@ -92,7 +92,7 @@ class RenamedWorld(gym.Wrapper):
     exclude list (the held-out goals) are never used. ``info['renamed']`` says which episodes were.
     """
 
-    TEXT_KEYS = ("admissible_actions", "expert_action", "goal")
+    TEXT_KEYS = ("admissible_actions", "useful_commands", "expert_action", "goal")
 
     def __init__(self, env: gym.Env, renamer: TextCraftRenamer, rate: float):
         if not 0.0 <= rate <= 1.0:

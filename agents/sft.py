@@ -51,7 +51,7 @@ def expert_examples(spec, make_env, tasks, prompter, tokenizer, max_steps: int, 
             plan = spec.expert(env)
             if not plan:
                 break
-            options = [a for a in info.get("admissible_actions", ()) if a != plan[0]]
+            options = [a for a in prompter.shown_actions(info) or () if a != plan[0]]
             if explore and options and rng.random() < explore:
                 action = options[rng.integers(len(options))]
             else:

@@ -27,7 +27,8 @@ def add_arguments(parser) -> None:
 
 def _clear_caches() -> None:
     from bipace_envs.textcraft import engine, env as tc_env, expert
-    for fn in (engine.layout, engine.goal_tree, engine._use_lines, tc_env.admissible_actions, tc_env._expert,
+    for fn in (engine.layout, engine.goal_tree, engine._use_lines, tc_env.useful_commands,
+               tc_env.executable_now, tc_env._expert,
                expert._graph, expert._estimate):
         fn.cache_clear()
 

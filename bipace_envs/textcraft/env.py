@@ -65,11 +65,12 @@ def _expert(book: RecipeBook, goal: str, inventory: tuple) -> tuple[str, ...]:
 
 
 @functools.lru_cache(maxsize=8192)
-def admissible_actions(book: RecipeBook, goal: str, lines: tuple[str, ...]) -> tuple[str, ...]:
-    """The useful command list of an episode (TextCraft has no native one): every shown craft
+def useful_commands(book: RecipeBook, goal: str, lines: tuple[str, ...]) -> tuple[str, ...]:
+    """The command vocabulary of an episode (TextCraft has no native list): every shown craft
     line, plus each line with its tag ingredients replaced by the concrete members crafted by
     shown lines (the only form the engine accepts), a ``get`` per base item of the goal's tree
-    at each count the tree uses and at the expert's amount, and ``inventory``."""
+    at each count the tree uses and at the expert's amount, and ``inventory``. Fixed for the
+    episode, so most crafts in it cannot be executed yet (see ``executable_now``)."""
     by_line = _line_recipes(book)
     shown = [by_line[line] for line in lines]
     members: dict[str, list[str]] = {}
@@ -94,6 +95,23 @@ def admissible_actions(book: RecipeBook, goal: str, lines: tuple[str, ...]) -> t
         if action.startswith("get "):
             gets[action] = None
     return tuple(out) + tuple(gets) + ("inventory",)
+
+
+@functools.lru_cache(maxsize=65536)
+def executable_now(book: RecipeBook, goal: str, lines: tuple[str, ...],
+                   inventory: tuple[tuple[str, int], ...]) -> tuple[str, ...]:
+    """The useful commands that succeed from ``inventory`` (sorted item -> count pairs): every
+    ``get`` (base items can always be fetched), ``inventory``, and each craft whose ingredients
+    are held, decided by running it on a copy of the inventory."""
+    out = []
+    for command in useful_commands(book, goal, lines):
+        if command.startswith("craft "):
+            trial = Crafter(book, goal)
+            trial.inventory = dict(inventory)
+            if not trial.execute(command).succeeded:
+                continue
+        out.append(command)
+    return tuple(out)
 
 
 class TextCraftEnv(gym.Env):
@@ -125,8 +143,12 @@ class TextCraftEnv(gym.Env):
     **Episode end.** ``terminated`` on the rewarded command; ``truncated`` after ``max_steps``
     steps. Stepping on afterwards keeps playing (use ``reset``).
 
-    **Info.** Every call: ``admissible_actions`` (the useful list, see ``admissible_actions``;
-    TextCraft has no native one), ``task_id``, ``won``, ``anchor`` (= the observation),
+    **Info.** Every call: ``admissible_actions`` (the commands that succeed now: the gets,
+    ``inventory`` and the crafts whose ingredients are held, see ``executable_now``),
+    ``useful_commands`` (the episode's fixed command vocabulary: every shown line, concrete
+    variants of tag lines, the tree's gets and ``inventory``, most not executable yet; TextCraft
+    has no native list, and the agents' prompts show this one), ``task_id``, ``won``, ``anchor``
+    (= the observation),
     ``obs_hash``, ``goal``, ``depth``, ``step``; on step also ``action_valid`` (parsed as a
     command) and ``action_succeeded``; with ``expert_in_info`` also ``expert_action``.
 
@@ -171,7 +193,7 @@ class TextCraftEnv(gym.Env):
             lseed = seed if seed is not None else int(self.np_random.integers(2**31))
         self.goal, self.layout_seed = goal, lseed
         self.lines = layout(self.book, goal, lseed)
-        self._admissible = admissible_actions(self.book, goal, self.lines)
+        self._useful = useful_commands(self.book, goal, self.lines)
         self._game = Crafter(self.book, goal)
         self.steps, self.won = 0, False
         self._task_id = task_id_of(goal)
@@ -203,7 +225,9 @@ class TextCraftEnv(gym.Env):
 
     # ------------------------------------------------------------------ helpers
     def _info(self) -> dict:
-        info = {"admissible_actions": list(self._admissible), "task_id": self._task_id,
+        inventory = tuple(sorted(self._game.inventory.items()))
+        info = {"admissible_actions": list(executable_now(self.book, self.goal, self.lines, inventory)),
+                "useful_commands": list(self._useful), "task_id": self._task_id,
                 "won": self.won, "anchor": self._obs, "obs_hash": obs_hash(self._obs),
                 "goal": self._goal_text, "depth": self._depth, "step": self.steps}
         if self.config.expert_in_info:

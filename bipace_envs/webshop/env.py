@@ -106,8 +106,11 @@ class WebShopEnv(gym.Env):
     instruction; the agent searches, opens products, picks options and clicks ``buy now``.
 
     **Action space**: ``str``: ``search[keywords]`` (any page) or ``click[x]`` with x a current
-    clickable (``info['admissible_actions']``; ``search[...]`` stands for any query when the search
-    bar is shown). Anything else is a no-op (``action_valid=False``): same page, reward 0.
+    clickable. Anything else is a no-op (``action_valid=False``): same page, reward 0.
+    ``info['admissible_actions']`` lists ``click[x]`` for every current clickable (each can be
+    executed as written) and, while the search bar is shown, the template ``search[...]``, which
+    stands for any query; ``info['action_templates']`` names the templates in the list
+    (verl-agent's prompts show the same list with ``search[<your query>]``).
 
     **Observation space**: ``str``: the page in ``text`` (`` [SEP] ``-joined) or ``text_rich`` mode.
 
@@ -218,7 +221,8 @@ class WebShopEnv(gym.Env):
 
     def _info(self) -> dict:
         obs = self._obs()
-        return {"admissible_actions": [] if self.done else self.admissible_actions(),
+        acts = [] if self.done else self.admissible_actions()
+        return {"admissible_actions": acts, "action_templates": [a for a in acts if a == SEARCH_PLACEHOLDER],
                 "available_actions": self.available_actions(), "task_id": self.task_id,
                 "won": self.done and self.score == 1.0, "score": self.score,
                 "anchor": obs, "obs_hash": obs_hash(obs), "instruction": self.session.instruction,

@@ -64,3 +64,14 @@ def test_compact_textcraft_without_admissible_puts_goal_before_recipes():
     assert "Your task is to: Goal: craft stick.\nCrafting commands:\ncraft 1 stick using 2 oak planks\n" in later
     full = _run(make_prompter("textcraft", PromptSettings(show_admissible=False)), 0)   # full prompts: env text as is
     assert "observation is: Crafting commands:\ncraft 1 stick using 2 oak planks\n\nGoal: craft stick." in full
+
+
+def test_textcraft_prompt_shows_the_useful_commands_other_envs_the_admissible_ones():
+    info = {"admissible_actions": ["get 2 oak planks", "inventory"],
+            "useful_commands": ["get 2 oak planks", "craft 1 stick using 2 oak planks", "inventory"]}
+    obs = "Crafting commands:\ncraft 1 stick using 2 oak planks\n\nGoal: craft stick."
+    tc = make_prompter("textcraft", PromptSettings(compact=True, require_think=False))
+    tc.reset(0, obs, info)
+    assert "'craft 1 stick using 2 oak planks', 'inventory']" in tc.user_text(0, obs, info)
+    alf = make_prompter("alfworld")
+    assert alf.shown_actions(info) == info["admissible_actions"]

@@ -15,6 +15,7 @@ from gymnasium.utils.env_checker import check_env
 import bipace_envs  # noqa: F401
 from bipace_envs.common import obs_hash
 from bipace_envs.textcraft import list_tasks
+from bipace_envs.textcraft.engine import Crafter
 from bipace_envs.textcraft.recipes import load_book
 from bipace_envs.textcraft.tasks import goal_pool
 
@@ -46,11 +47,35 @@ def test_info_keys_and_values_on_reset_and_step():
     assert obs == "Could not execute dance" and info["action_valid"] is False
 
 
-def test_admissible_lists_the_shown_lines_the_tree_gets_and_inventory():
+def test_admissible_actions_are_the_useful_commands_that_succeed_now():
+    """Issue 18: an empty inventory cannot craft, so no craft is admissible at reset; once the
+    ingredient is held the craft is; every admissible command succeeds, every other useful
+    command fails, at each step of an expert episode with detours."""
+    env = make(preset="agentgym").unwrapped
+    obs, info = env.reset(seed=0, options={"task_id": "crafting_table"})
+    assert "craft 4 oak planks using 1 oak logs" in info["useful_commands"]
+    assert not any(a.startswith("craft ") for a in info["admissible_actions"])
+    assert "get 1 oak logs" in info["admissible_actions"] and "inventory" in info["admissible_actions"]
+    info = env.step("get 1 oak logs")[-1]
+    assert "craft 4 oak planks using 1 oak logs" in info["admissible_actions"]
+    book = load_book()
+    for task in ("crafting_table", "textcraft_300", "textcraft_500"):
+        obs, info = env.reset(seed=1, options={"task_id": task})
+        plan = ["get 3 oak logs"] + env.expert_actions()
+        for action in plan:
+            for command in info["useful_commands"]:
+                game = Crafter(book, env.goal)
+                game.inventory = env.inventory
+                assert game.execute(command).succeeded == (command in info["admissible_actions"]), command
+            obs, reward, term, trunc, info = env.step(action)
+        assert info["won"]
+
+
+def test_useful_commands_list_the_shown_lines_the_tree_gets_and_inventory():
     env = make().unwrapped
     obs, info = env.reset(seed=0)
     shown = obs.split("\n\n")[0].split("\n")[1:]
-    adm = info["admissible_actions"]
+    adm = info["useful_commands"]
     assert set(shown) <= set(adm)
     assert [a for a in env.expert_actions() if a.startswith("get ")] == \
         [a for a in adm if a in env.expert_actions() and a.startswith("get ")]

@@ -62,7 +62,7 @@ def test_10000_random_and_malformed_actions_match_the_reference(book, reference)
         env.reset(options={"task_id": f"textcraft_{rng.randrange(544)}"})
         reference.env.goal = env.goal
         reference.env.inventory = {}
-        pool = env.expert_actions() + list(env._admissible)
+        pool = env.expert_actions() + list(env._useful)
         for _ in range(400):
             action = rng.choice(pool)
             if rng.random() < 0.5:

@@ -34,11 +34,16 @@ def test_info_contract_and_admissible_actions(env):
     obs, info = env.reset(seed=1, options={"task_id": 600})
     assert INFO_KEYS <= set(info) and info["task_id"] == 600
     assert info["admissible_actions"] == ["search[...]"] and info["obs_hash"] == obs_hash(info["anchor"])
+    assert info["action_templates"] == ["search[...]"]          # named: it stands for any query
     obs, r, term, trunc, info = env.step("search[running shoes]")
     assert info["action_valid"] and INFO_KEYS <= set(info) and not info["won"]
     assert info["admissible_actions"][:2] == ["click[back to search]", "click[next >]"]
     assert all(a.startswith("click[") for a in info["admissible_actions"])
-    assert len(info["admissible_actions"]) == 2 + 10
+    assert len(info["admissible_actions"]) == 2 + 10 and info["action_templates"] == []
+    for action in info["admissible_actions"]:                  # every non-template executes now
+        env.reset(seed=1, options={"task_id": 600})
+        env.step("search[running shoes]")
+        assert env.step(action)[-1]["action_valid"], action
 
 
 def test_session_rules(env):
