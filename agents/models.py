@@ -126,9 +126,12 @@ def _build_tiny(path: Path, cfg: TinyConfig) -> None:
                                   model_max_length=cfg.max_position_embeddings)
     tok.chat_template = CHAT_TEMPLATE
     torch.manual_seed(cfg.seed)
-    mcfg = Qwen2Config(vocab_size=len(tok), hidden_size=cfg.hidden_size, num_hidden_layers=cfg.num_hidden_layers,
-                       num_attention_heads=cfg.num_attention_heads, num_key_value_heads=cfg.num_key_value_heads,
-                       intermediate_size=cfg.intermediate_size, max_position_embeddings=cfg.max_position_embeddings,
+    mcfg = Qwen2Config(vocab_size=len(tok), hidden_size=cfg.hidden_size,
+                       num_hidden_layers=cfg.num_hidden_layers,
+                       num_attention_heads=cfg.num_attention_heads,
+                       num_key_value_heads=cfg.num_key_value_heads,
+                       intermediate_size=cfg.intermediate_size,
+                       max_position_embeddings=cfg.max_position_embeddings,
                        tie_word_embeddings=True, bos_token_id=None, eos_token_id=tok.eos_token_id,
                        pad_token_id=tok.pad_token_id, rope_theta=10000.0)
     model = Qwen2ForCausalLM(mcfg)
@@ -204,7 +207,8 @@ def add_lora(model, settings: LoraSettings):
 def decoder_layers(model) -> nn.ModuleList:
     """The transformer block list of a (possibly peft-wrapped) causal LM."""
     base = model.get_base_model() if hasattr(model, "get_base_model") else model
-    found = [m for n, m in base.named_modules() if isinstance(m, nn.ModuleList) and n.split(".")[-1] in ("layers", "h")]
+    found = [m for n, m in base.named_modules()
+             if isinstance(m, nn.ModuleList) and n.split(".")[-1] in ("layers", "h")]
     if not found:
         raise ValueError(f"could not find the decoder layers of {type(base).__name__}")
     return found[0]

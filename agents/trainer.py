@@ -123,7 +123,8 @@ class Trainer:
         every split from one env (its preset and depth filter live in ``env_kwargs``)."""
         key = self.spec.split_kwarg
         if key and key in kwargs:
-            raise ValueError(f"env_kwargs sets {key!r}; choose splits with --train-split/--eval-split instead")
+            raise ValueError(f"env_kwargs sets {key!r}; choose splits with --train-split/--eval-split "
+                             "instead")
         extra = {key: split} if key else {}
         return lambda: self.spec.make(max_steps=self.max_steps, **kwargs, **extra)
 
@@ -171,7 +172,7 @@ class Trainer:
             return self.make_env
         from agents.augment import RenamedWorld, make_augmenter
         renamer = make_augmenter(self.cfg.env, exclude=[str(t) for t in self.eval_tasks])
-        make, rate = self.make_env, self.cfg.rl_rename     # the closure must not hold the trainer (async envs)
+        make, rate = self.make_env, self.cfg.rl_rename   # the closure must not hold the trainer (async envs)
         return lambda: RenamedWorld(make(), renamer, rate)
 
     def rollout(self, it: int):
@@ -206,13 +207,15 @@ class Trainer:
             ro = col.collect(padded, [1000 + start + k for k in range(col.n)], list(range(col.n)))
             won += ro.success[:len(chunk)].tolist()
             lengths += ro.episode_length[:len(chunk)].tolist()
-        return {"eval_success": float(np.mean(won)), "eval_length": float(np.mean(lengths)), "eval_n": len(won)}
+        return {"eval_success": float(np.mean(won)), "eval_length": float(np.mean(lengths)),
+                "eval_n": len(won)}
 
     # ------------------------------------------------------------------ update
     def advantages(self, ro) -> np.ndarray:
         from estimators import compute_advantages
         c = self.cfg
-        return compute_advantages(ro.batch, c.estimator, gamma=c.gamma, mode=self.mode, step_weight=c.step_weight,
+        return compute_advantages(ro.batch, c.estimator, gamma=c.gamma, mode=self.mode,
+                                  step_weight=c.step_weight,
                                   invalid_penalty=c.invalid_penalty, eps=c.eps, pace=c.pace)
 
     @torch.no_grad()
@@ -299,10 +302,13 @@ class Trainer:
         t2 = time.perf_counter()
         metrics = self.update(ro, adv, rng)
         b = ro.batch
-        metrics.update(iteration=it, success=float(ro.success.mean()), episode_return=float(ro.episode_return.mean()),
-                       episode_length=float(ro.episode_length.mean()), valid_rate=float(b.action_valid.mean()),
+        metrics.update(iteration=it, success=float(ro.success.mean()),
+                       episode_return=float(ro.episode_return.mean()),
+                       episode_length=float(ro.episode_length.mean()),
+                       valid_rate=float(b.action_valid.mean()),
                        rows=len(b.reward), adv_mean=float(adv.mean()), adv_std=float(adv.std()),
-                       rollout_s=t1 - t0, estimator_s=t2 - t1, update_s=time.perf_counter() - t2, gen_s=ro.gen_seconds,
+                       rollout_s=t1 - t0, estimator_s=t2 - t1, update_s=time.perf_counter() - t2,
+                       gen_s=ro.gen_seconds,
                        env_s=ro.env_seconds)
         metrics.update(self.batch_metrics(ro, adv))
         if self.cfg.rl_rename > 0:      # the two kinds of episode measure different skills: log them apart
@@ -337,7 +343,8 @@ class Trainer:
                                     "run without --resume to start fresh")
         d = self.out / "checkpoints" / latest.read_text().strip()
         dev = next(self.model.parameters()).device
-        set_peft_model_state_dict(self.model, load_file(str(d / "adapter" / "adapter_model.safetensors"), device=str(dev)))
+        set_peft_model_state_dict(self.model, load_file(str(d / "adapter" / "adapter_model.safetensors"),
+                                                        device=str(dev)))
         state = torch.load(d / "state.pt", weights_only=False)
         self.optimizer.load_state_dict(state["optimizer"])
         random.setstate(state["rng"]["python"])
@@ -375,7 +382,8 @@ class Trainer:
 
         if done == 0 and c.eval_before:
             summary["eval_before"] = run_eval(0).get("eval_success")
-        bar = tqdm(range(self.start_iteration, c.iterations + 1), disable=not c.progress, desc=f"{c.estimator}")
+        bar = tqdm(range(self.start_iteration, c.iterations + 1), disable=not c.progress,
+                   desc=f"{c.estimator}")
         for it in bar:
             m = self.iteration(it)
             train_log.write(m)

@@ -44,7 +44,8 @@ PRESETS: dict[str, dict] = {
         "estimators": ["grpo", "gigpo", "bipace"], "seeds": [0, 1],
         "config": dict(env="textcraft", model="tiny", env_kwargs='{"preset": "agentgym", "depths": [1, 2]}',
                        max_steps=8, history_length=8, show_admissible=False, max_new_tokens=24,
-                       temperature=0.5, batch_tasks=4, group_size=4, lr=2e-4, mini_batch_rows=32, micro_batch_rows=16,
+                       temperature=0.5, batch_tasks=4, group_size=4, lr=2e-4, mini_batch_rows=32,
+                       micro_batch_rows=16,
                        iterations=8, eval_every=4, eval_tasks=40, eval_batch=40, checkpoint_every=0,
                        sft_steps=800, sft_lr=3e-3, sft_batch=16, threads=2, tensorboard=False),
     },
@@ -209,7 +210,8 @@ def summary_table(rows: list[dict], estimators: list[str], walls: dict, last: in
         final = [_nanmean(s[-last:]) * 100 for s in succ]
         ev_end = [s[~np.isnan(s)][-1] * 100 for s in ev if (~np.isnan(s)).any()]
         ev_start = [s[0] * 100 for s in ev] if len(ev_its) and ev_its[0] == 0 else []
-        per_seed = lambda key: [_nanmean(_num([r for r in mine if int(r["seed"]) == s], key)) for s in seeds]
+        per_seed = lambda key: [  # noqa: E731
+            _nanmean(_num([r for r in mine if int(r["seed"]) == s], key)) for s in seeds]
         lines.append("| " + " | ".join([
             est, str(len(seeds)), _ms(final), _ms(ev_end), _ms(ev_start),
             _ms(np.array(per_seed("singleton_rate")) * 100), _ms(per_seed("clusters_per_group")),

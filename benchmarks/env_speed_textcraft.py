@@ -75,7 +75,8 @@ def run(args) -> None:
 
     rows = {"ours (cold caches)": best(cold), "ours (warm caches)": best(lambda: _time(ours, episodes)),
             "reference": best(lambda: _time(ref, episodes))}
-    print(f"TextCraft, {args.episodes} episodes, {rows['reference'][2]} steps per pass, best of {args.repeats}")
+    print(f"TextCraft, {args.episodes} episodes, {rows['reference'][2]} steps per pass, best of "
+          f"{args.repeats}")
     print(f"{'env':<20}{'resets/s':>12}{'steps/s':>12}{'steps/s incl. resets':>24}")
     speeds = {}
     for name, (tr, ts, n) in rows.items():

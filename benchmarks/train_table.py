@@ -62,7 +62,8 @@ def main(argv=None) -> None:
     ap.add_argument("--max-new-tokens", type=int, default=24)
     ap.add_argument("--history-length", type=int, default=8,
                     help="past steps shown; the prompt is the only place the policy can see what it holds")
-    ap.add_argument("--eval-every", type=int, default=0, help="also evaluate every N iterations (0 = before/after only)")
+    ap.add_argument("--eval-every", type=int, default=0,
+                    help="also evaluate every N iterations (0 = before/after only)")
     ap.add_argument("--eval-tasks", type=int, default=0, help="0 = the whole held-out split (77 goals)")
     ap.add_argument("--eval-repeats", type=int, default=2, help="episodes per held-out goal")
     ap.add_argument("--temperature", type=float, default=1.0, help="rollout (and PPO) sampling temperature")
@@ -96,24 +97,30 @@ def main(argv=None) -> None:
     out.mkdir(parents=True, exist_ok=True)
     settings_file.write_text(json.dumps(shaping, indent=1))
     env_kwargs = json.dumps({"preset": "agentgym", "depths": [1, 2]})
-    common = dict(env="textcraft", env_kwargs=env_kwargs, max_steps=args.max_steps, history_length=args.history_length,
-                  require_think="no", compact_prompts="yes", show_admissible=args.show_admissible, max_new_tokens=args.max_new_tokens,
+    common = dict(env="textcraft", env_kwargs=env_kwargs, max_steps=args.max_steps,
+                  history_length=args.history_length,
+                  require_think="no", compact_prompts="yes", show_admissible=args.show_admissible,
+                  max_new_tokens=args.max_new_tokens,
                   threads=args.threads, progress=False)
     spec = get_env_spec("textcraft")
     warm = out / "warm_start"
     t0 = time.perf_counter()
     if not (warm / "config.json").exists():
-        scfg = TrainConfig(model="tiny", seed=args.warm_start_seed, sft_steps=args.sft_steps, sft_lr=args.sft_lr,
+        scfg = TrainConfig(model="tiny", seed=args.warm_start_seed, sft_steps=args.sft_steps,
+                           sft_lr=args.sft_lr,
                            sft_batch=args.sft_batch, sft_passes=args.sft_passes,
-                           sft_explore=args.sft_explore, sft_rename=args.sft_rename, sft_probe=args.sft_probe, out_dir=str(out), **common)
-        make_env = lambda: spec.make(max_steps=args.max_steps, preset="agentgym", depths=(1, 2))
+                           sft_explore=args.sft_explore, sft_rename=args.sft_rename, sft_probe=args.sft_probe,
+                           out_dir=str(out), **common)
+
+        def make_env():
+            return spec.make(max_steps=args.max_steps, preset="agentgym", depths=(1, 2))
         probe = make_env()
         tasks, held_out = spec.tasks(probe, "train"), spec.tasks(probe, "test")
         probe.close()
         out.mkdir(parents=True, exist_ok=True)
-        run_sft(scfg, spec, make_env, tasks, warm, PromptSettings(history_length=args.history_length,
-                                                                 require_think=False, compact=True,
-                                                                 show_admissible=args.show_admissible), held_out=held_out)
+        settings = PromptSettings(history_length=args.history_length, require_think=False, compact=True,
+                                  show_admissible=args.show_admissible)
+        run_sft(scfg, spec, make_env, tasks, warm, settings, held_out=held_out)
         warm_time_file.write_text(json.dumps({"sft_s": time.perf_counter() - t0}))
     # a reused warm start reports the time it took when it was made (0 if that was not recorded)
     sft_s = json.loads(warm_time_file.read_text())["sft_s"] if warm_time_file.exists() else 0.0
@@ -128,10 +135,15 @@ def main(argv=None) -> None:
             if (est, seed) in done:
                 print(f"{est} seed {seed}: kept from {results_file}", flush=True)
                 continue
-            cfg = TrainConfig(eval_before=before is None, model=str(warm), estimator=est, seed=seed, out_dir=str(out / f"{est}_seed{seed}"),
-                              iterations=args.iterations, batch_tasks=args.batch_tasks, group_size=args.group_size,
-                              lr=args.lr, rl_rename=args.rl_rename, eval_every=args.eval_every, eval_tasks=args.eval_tasks, eval_batch=min(77, args.eval_tasks or 77),
-                              temperature=args.temperature, eval_temperature=args.eval_temperature, eval_repeats=args.eval_repeats, checkpoint_every=0, mini_batch_rows=args.mini_batch_rows,
+            cfg = TrainConfig(eval_before=before is None, model=str(warm), estimator=est, seed=seed,
+                              out_dir=str(out / f"{est}_seed{seed}"),
+                              iterations=args.iterations, batch_tasks=args.batch_tasks,
+                              group_size=args.group_size,
+                              lr=args.lr, rl_rename=args.rl_rename, eval_every=args.eval_every,
+                              eval_tasks=args.eval_tasks, eval_batch=min(77, args.eval_tasks or 77),
+                              temperature=args.temperature, eval_temperature=args.eval_temperature,
+                              eval_repeats=args.eval_repeats, checkpoint_every=0,
+                              mini_batch_rows=args.mini_batch_rows,
                               micro_batch_rows=16, tensorboard=True, **common)
             s = Trainer(cfg).train()
             # the adapter starts as a no-op and the evaluation episodes are fixed: one warm-start score
@@ -140,7 +152,8 @@ def main(argv=None) -> None:
             results.append(s)
             print(json.dumps(s), flush=True)
             results_file.write_text(json.dumps(results, indent=1))   # partial results survive
-    print("\n| estimator | seed | success after warm start | success after RL | change | RL wall s | warm start s |")
+    print("\n| estimator | seed | success after warm start | success after RL | change | RL wall s | warm "
+          "start s |")
     print("|---|---|---|---|---|---|---|")
     for r in results:
         print(f"| {r['estimator']} | {r['seed']} | {r['eval_before']:.3f} | {r['eval_after']:.3f} | "

@@ -15,6 +15,7 @@ from .grouping import bigpo_clusters, exact_anchor_groups, history_groups, simil
 
 __all__ = [
     "StepBatch", "to_hashable", "compute_advantages", "available_estimators", "EstimatorOptions",
-    "REGISTRY", "resolve_options", "step_groups", "step_returns", "action_key", "broadcast_to_tokens", "INVALID_KEY",
+    "REGISTRY", "resolve_options", "step_groups", "step_returns", "action_key", "broadcast_to_tokens",
+    "INVALID_KEY",
     "EMPTY_KEY", "bigpo_clusters", "exact_anchor_groups", "history_groups", "similarity_anchor_groups",
 ]

@@ -53,7 +53,8 @@ class EstimatorOptions:
     eps: float = 0.05
     """BiGPO: join the nearest centroid iff cosine distance <= eps (0.05 for 1.5B, 0.10 for 7B)."""
     pace: str = "q_style"
-    """PACE variant: 'q_style' (Q(s,a) - V(s) within a cluster) or 'diff_peer' (R - mean of other-key peers)."""
+    """PACE variant: 'q_style' (Q(s,a) - V(s) within a cluster) or 'diff_peer' (R - mean of other-key
+    peers)."""
     pace_std_norm: bool = False
     """PACE: divide the step term by the cluster's std + epsilon (parity with mean_std_norm)."""
 
@@ -99,7 +100,8 @@ def _step_norm(batch: StepBatch, o: EstimatorOptions, groups: np.ndarray) -> np.
                            equal_tol=o.equal_tol, singleton="zero")
 
 
-def pace_step_term(returns: np.ndarray, clusters: np.ndarray, keys: np.ndarray, o: EstimatorOptions) -> np.ndarray:
+def pace_step_term(returns: np.ndarray, clusters: np.ndarray, keys: np.ndarray,
+                   o: EstimatorOptions) -> np.ndarray:
     """PACE action-conditioned peer baselines inside each cluster (spec §6.3)."""
     ck = grouping.dense_codes(clusters, hashable_codes(keys))
     n_c, n_ck = int(clusters.max()) + 1, int(ck.max()) + 1
@@ -195,14 +197,16 @@ def bigpo(batch: StepBatch, o: EstimatorOptions) -> np.ndarray:
 def pace(batch: StepBatch, o: EstimatorOptions) -> np.ndarray:
     """PACE on GiGPO's exact anchor groups: A^E + w * action-conditioned peer baseline."""
     groups = STEP_PARTITIONS["pace"](batch, o)
-    return _episode(batch, o) + o.step_weight * pace_step_term(step_returns(batch, o), groups, batch.action_key, o)
+    step = pace_step_term(step_returns(batch, o), groups, batch.action_key, o)
+    return _episode(batch, o) + o.step_weight * step
 
 
 @register("bipace", needs=("embedding", "action_key"))
 def bipace(batch: StepBatch, o: EstimatorOptions) -> np.ndarray:
     """BiPACE: PACE inside BiGPO hidden-state clusters."""
     clusters = STEP_PARTITIONS["bipace"](batch, o)
-    return _episode(batch, o) + o.step_weight * pace_step_term(step_returns(batch, o), clusters, batch.action_key, o)
+    step = pace_step_term(step_returns(batch, o), clusters, batch.action_key, o)
+    return _episode(batch, o) + o.step_weight * step
 
 
 def resolve_options(name: str, **options) -> EstimatorOptions:

@@ -27,3 +27,11 @@ def test_torch_requirement_is_a_range():
     cfg.read(REPO_ROOT / "setup.cfg")
     requires = cfg["options"]["install_requires"].split()
     assert "torch>=2.4" in requires and not any(r.startswith("torch==") for r in requires)
+
+
+def test_ci_lints_the_packages_and_tests_with_flake8():
+    cfg = configparser.ConfigParser()
+    cfg.read(REPO_ROOT / "setup.cfg")
+    assert "flake8>=7" in cfg["options.extras_require"]["test"].split()
+    ci = (REPO_ROOT / ".ci" / "run").read_text()
+    assert "python -m flake8 agents bipace_envs estimators benchmarks tests" in ci

@@ -154,7 +154,8 @@ class TextCraftEnv(gym.Env):
 
     **Reset.** ``options={"task_id": id}`` picks the goal (any id of ``list_tasks``, including
     AgentGym's ``textcraft_<i>``); otherwise seed s picks ``pool[s % len(pool)]`` (no seed: a
-    draw from ``np_random``); the adapt preset's test pool is ADaPT's seed -> goal list. The shown lines come from the preset's ``layout_seed`` or the seed.
+    draw from ``np_random``); the adapt preset's test pool is ADaPT's seed -> goal list. The
+    shown lines come from the preset's ``layout_seed`` or the seed.
 
     **Arguments.** See ``TextCraftConfig``: ``preset``, ``split``, ``depths``, ``max_steps``,
     ``reward_on_get``, ``layout_seed``, ``expert_in_info``, ``render_mode``.

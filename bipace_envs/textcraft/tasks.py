@@ -164,7 +164,8 @@ def resolve_task(task_id, book: RecipeBook | None = None) -> str:
     """Task id -> goal item id; any craftable goal of depth >= 1 is accepted."""
     book = book or load_book()
     if not isinstance(task_id, str):
-        raise TypeError(f"task_id must be a str such as 'stick' or 'textcraft_12', got {type(task_id).__name__}")
+        raise TypeError("task_id must be a str such as 'stick' or 'textcraft_12', got "
+                        f"{type(task_id).__name__}")
     m = _AGENTGYM_ID.fullmatch(task_id)
     if m:
         order = ordered_goals("agentgym", book)

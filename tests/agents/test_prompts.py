@@ -59,11 +59,13 @@ def test_messages_always_have_a_system_turn_and_unknown_env_fails():
 def test_compact_textcraft_without_admissible_puts_goal_before_recipes():
     settings = PromptSettings(compact=True, require_think=False, show_admissible=False)
     first = _run(make_prompter("textcraft", settings), 0)
-    assert "observation is: Goal: craft stick.\nCrafting commands:\ncraft 1 stick using 2 oak planks\n" in first
+    recipes = "Crafting commands:\ncraft 1 stick using 2 oak planks\n"
+    assert "observation is: Goal: craft stick.\n" + recipes in first
     later = _run(make_prompter("textcraft", settings), 1)
-    assert "Your task is to: Goal: craft stick.\nCrafting commands:\ncraft 1 stick using 2 oak planks\n" in later
-    full = _run(make_prompter("textcraft", PromptSettings(show_admissible=False)), 0)   # full prompts: env text as is
-    assert "observation is: Crafting commands:\ncraft 1 stick using 2 oak planks\n\nGoal: craft stick." in full
+    assert "Your task is to: Goal: craft stick.\n" + recipes in later
+    # full prompts: env text as is
+    full = _run(make_prompter("textcraft", PromptSettings(show_admissible=False)), 0)
+    assert "observation is: " + recipes + "\nGoal: craft stick." in full
 
 
 def test_textcraft_prompt_shows_the_useful_commands_other_envs_the_admissible_ones():

@@ -11,7 +11,8 @@ from agents.ppo import response_logprobs
 def _collector(tiny, make_env, n=4, **kw):
     model, tok = tiny
     rs = RolloutSettings(max_steps=3, max_new_tokens=6, require_think=False, **kw)
-    return RolloutCollector(model, tok, make_env, n, make_prompter("textcraft", PromptSettings(require_think=False)),
+    return RolloutCollector(model, tok, make_env, n,
+                            make_prompter("textcraft", PromptSettings(require_think=False)),
                             rs, reward_won)
 
 

@@ -29,7 +29,7 @@ def test_generation_is_deterministic_across_processes_and_hash_seeds(tmp_path):
     args = ("test", "pick_two_obj_and_place", 3)
     a = Path(generator.ensure_game(*args, cache_dir=tmp_path / "a")).parent
     code = ("import sys; from bipace_envs.alfworld.generator import ensure_game; "
-            f"ensure_game('test', 'pick_two_obj_and_place', 3, cache_dir=sys.argv[1])")
+            "ensure_game('test', 'pick_two_obj_and_place', 3, cache_dir=sys.argv[1])")
     env = dict(os.environ, PYTHONHASHSEED="12345", PYTHONPATH=str(REPO))
     subprocess.run([sys.executable, "-c", code, str(tmp_path / "b")], check=True, env=env, cwd=tmp_path)
     b = generator.game_dir(tmp_path / "b", *args)

@@ -12,7 +12,7 @@ import bipace_envs  # noqa: F401  (registers the envs)
 
 def _parse_text_transcript(path):
     lines = path.read_text().splitlines()
-    goals = [ast.literal_eval(l.strip()) for l in lines[lines.index("GOALS 5") + 1:][:5]]
+    goals = [ast.literal_eval(ln.strip()) for ln in lines[lines.index("GOALS 5") + 1:][:5]]
     steps, i = [], 0
     while i < len(lines):
         if lines[i].startswith("===== "):
@@ -23,14 +23,14 @@ def _parse_text_transcript(path):
             i += 3
         else:
             i += 1
-    rewards = [float(l.split("reward=")[1].split()[0]) for l in lines if l.startswith(">>> ")]
+    rewards = [float(ln.split("reward=")[1].split()[0]) for ln in lines if ln.startswith(">>> ")]
     return goals, steps, rewards
 
 
 def _parse_rich_transcript(path):
     text = path.read_text()
     head, *chunks = text.split("\n>>> ")
-    goal_line = next(l for l in head.splitlines() if l.startswith("GOALS "))
+    goal_line = next(ln for ln in head.splitlines() if ln.startswith("GOALS "))
     first_obs = ast.literal_eval(head.splitlines()[-1])
     steps = []
     for k, chunk in enumerate(chunks):
