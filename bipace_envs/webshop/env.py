@@ -10,6 +10,7 @@
 from __future__ import annotations
 
 import functools
+import random
 from dataclasses import dataclass, fields
 
 import gymnasium as gym
@@ -60,7 +61,8 @@ class WebShopConfig:
     max_steps: int = 15               # truncation horizon
     fix_option_reward: bool = False   # False keeps the reference's options quirk (see reward.py)
     title_nouns: str = "auto"         # "auto" (spaCy model if installed), "spacy" or "approx"
-    pad_unmatched: bool = True        # list zero-score products after the hits (reference transcripts)
+    pad_unmatched: bool = False       # True: list zero-score products after the hits (the stand-in
+    #                                   ranker of the spec's transcripts; Lucene lists only hits)
 
     def __post_init__(self):
         if self.preset not in PRESETS:
@@ -118,6 +120,19 @@ class WebShopEnv(gym.Env):
     or 10 when the score is 1.0 (``'verl_agent'``). ``info['score']`` always holds the score.
 
     **Episode end**: terminated on ``buy now``; truncated after ``max_steps`` steps.
+
+    **Differences from the reference** (text modes, ``web_agent_text_env.py``):
+
+    - After ``buy now`` every step is a no-op (done page, reward 0, ``action_valid=False``, no
+      admissible actions). The reference's ``search[...]`` works from any page, the done page
+      included, so there an agent could search and buy again, scored again.
+    - Search ranks with BM25 in Python (``search.py``); like pyserini, only products holding a query
+      term are listed. The filter prefixes ``<r>``, ``<a>``, ``<c>``, ``<q>`` work as in the reference
+      (``filters.py``), except that ``<r>`` draws from the episode's RNG and ``<a>``/a bare ``<c>``
+      answer instead of raising.
+    - An option value named ``attributes`` (or ``description``, ...) opens that sub page, as there;
+      the Attributes page follows the site's ``attributes_page.html`` (attributes, category, query,
+      product category).
 
     **Arguments**: see :class:`WebShopConfig` (``data_dir``, ``preset``, ``split``, ``goals``,
     ``max_steps``, ``fix_option_reward``, ``observation_mode``, ...). ``reset(options=...)`` takes
@@ -177,7 +192,7 @@ class WebShopEnv(gym.Env):
                                  f"[{self.task_range[0]}, {self.task_range[1]})")
             self.task_id, goal = int(tid), self.goals[int(tid)]
         self.session = Session(self.catalogue, self.engine, goal, self.cfg.fix_option_reward,
-                               self.cfg.title_nouns)
+                               self.cfg.title_nouns, random.Random(int(self.np_random.integers(2**31))))
         self.steps, self.done, self.score = 0, False, 0.0
         return self._obs(), self._info()
 

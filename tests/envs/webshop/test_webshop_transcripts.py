@@ -44,8 +44,9 @@ def _parse_rich_transcript(path):
 
 def test_text_transcript_replays_exactly(fixture_dir, specs_dir):
     goals, steps, rewards = _parse_text_transcript(specs_dir / "webshop-text-transcript.txt")
+    # pad_unmatched: the transcripts' stand-in ranker listed non-matching products too
     env = gym.make("bipace/WebShop-v0", data_dir=str(fixture_dir), verify_hashes=False, split="all",
-                   fix_option_reward=True, reward_mode="score").unwrapped
+                   fix_option_reward=True, reward_mode="score", pad_unmatched=True).unwrapped
     assert steps[0][0] == "reset"
     obs, info = env.reset(options={"goal": goals[0]})
     assert obs == steps[0][1]
@@ -74,7 +75,8 @@ def test_text_rich_transcript_replays_exactly(fixture_dir, specs_dir):
     (goal_tuple,), first_obs, steps = _parse_rich_transcript(specs_dir / "webshop-text-rich-transcript.txt")
     instruction, options, attributes, price_upper = goal_tuple
     env = gym.make("bipace/WebShop-v0", data_dir=str(fixture_dir), verify_hashes=False, split="all",
-                   goals="human", observation_mode="text_rich", reward_mode="score").unwrapped
+                   goals="human", observation_mode="text_rich", reward_mode="score",
+                   pad_unmatched=True).unwrapped
     assert len(env.goals) == 1 and env.goals[0]["goal_options"] == options
     goal = dict(env.goals[0], instruction_text=instruction, price_upper=price_upper)
     obs, _ = env.reset(options={"goal": goal})
