@@ -21,7 +21,7 @@ import gymnasium as gym
 from ..common import MAX_TEXT_LENGTH, UnicodeText, obs_hash
 from .engine import Crafter, goal_tree, layout, reset_text
 from .expert import expert_plan
-from .recipes import RecipeBook, item_to_text, load_book
+from .recipes import PREFIX, RecipeBook, item_to_text, load_book
 from .tasks import get_preset, goal_pool, resolve_task, task_id_of
 
 MAX_VARIANTS = 16   # concrete variants listed per shown line with tag ingredients
@@ -97,21 +97,46 @@ def useful_commands(book: RecipeBook, goal: str, lines: tuple[str, ...]) -> tupl
     return tuple(out) + tuple(gets) + ("inventory",)
 
 
+def _given(command: str) -> tuple[tuple[str, int], ...] | None:
+    """(item id, count) of each ingredient a craft command names (None if one is malformed)."""
+    out = []
+    for part in command.split(" using ", 1)[1].split(","):
+        count, _, name = part.strip().partition(" ")
+        if not count.isdigit() or not name:
+            return None
+        out.append((PREFIX + name.replace(" ", "_"), int(count)))
+    return tuple(out)
+
+
+@functools.lru_cache(maxsize=8192)
+def _requirements(book: RecipeBook, goal: str, lines: tuple[str, ...]) -> tuple:
+    """(command, needs) per useful command: () for commands that always succeed (gets,
+    ``inventory``), the (item, count) pairs a craft must find in the inventory, or None for a
+    craft that never succeeds (a tag ingredient). Each craft is run once by the engine on exactly
+    its ingredients, so "succeeds now" means what the engine does."""
+    out = []
+    for command in useful_commands(book, goal, lines):
+        if not command.startswith("craft "):
+            out.append((command, ()))
+            continue
+        needs = _given(command)
+        if needs is not None:
+            trial = Crafter(book, goal)
+            trial.inventory = {item: max(c for i, c in needs if i == item) for item, _ in needs}
+            needs = needs if trial.execute(command).succeeded else None
+        out.append((command, needs))
+    return tuple(out)
+
+
 @functools.lru_cache(maxsize=65536)
 def executable_now(book: RecipeBook, goal: str, lines: tuple[str, ...],
                    inventory: tuple[tuple[str, int], ...]) -> tuple[str, ...]:
     """The useful commands that succeed from ``inventory`` (sorted item -> count pairs): every
     ``get`` (base items can always be fetched), ``inventory``, and each craft whose ingredients
-    are held, decided by running it on a copy of the inventory."""
-    out = []
-    for command in useful_commands(book, goal, lines):
-        if command.startswith("craft "):
-            trial = Crafter(book, goal)
-            trial.inventory = dict(inventory)
-            if not trial.execute(command).succeeded:
-                continue
-        out.append(command)
-    return tuple(out)
+    are held. Cached: the G rollouts of a group revisit the same inventories."""
+    held = dict(inventory)
+    return tuple(command for command, needs in _requirements(book, goal, lines)
+                 if needs is not None and all(held.get(item, 0) >= count for item, count in needs))
 
 
 class TextCraftEnv(gym.Env):
