@@ -20,6 +20,9 @@ pick_two games from being biased towards what the handcoded expert solves (it lo
 of ALFWorld's real pick_two games). ``traj_data.json`` records the solver (``scene.expert``). The
 timeout is wall time: on a far slower machine a draw that the planner solves just under the limit
 here could be redrawn there; ``planner_timeout=None`` gives the handcoded-only games.
+Measured on 600 train games (``--per-task 100``, loaded 2-core machine, 3.2 s a game): the planner
+solved 114 that the handcoded expert lost (pick_two 27, cool 25, heat 20, look_at 18, clean 17,
+pick_and_place 7) and 11 draws were redrawn, so every task type, not only pick_two, was biased.
 Files land in ``<cache>/<VERSION>/<split>/<task_type>/<index:05d>/`` (``initial_state.pddl``,
 ``game.tw-pddl``, ``traj_data.json``), written to a temp folder and renamed, so parallel workers are safe.
 """
