@@ -54,7 +54,8 @@ class TextCraftRenamer:
         by_len = sorted(names, key=len, reverse=True)
         under = "|".join(re.escape(n.replace(" ", "_")) for n in by_len)
         spaced = "|".join(re.escape(n) for n in by_len)
-        self.pattern = re.compile(rf"(?<=minecraft:)(?P<u>{under})(?![a-z_])|(?<![a-z_:])(?P<s>{spaced})(?![a-z_])")
+        self.pattern = re.compile(rf"(?<=minecraft:)(?P<u>{under})(?![a-z_])"
+                                  rf"|(?<![a-z_:])(?P<s>{spaced})(?![a-z_])")
 
     @staticmethod
     def _name(m: re.Match) -> str:
@@ -92,7 +93,7 @@ class RenamedWorld(gym.Wrapper):
     exclude list (the held-out goals) are never used. ``info['renamed']`` says which episodes were.
     """
 
-    TEXT_KEYS = ("admissible_actions", "expert_action", "goal")
+    TEXT_KEYS = ("admissible_actions", "useful_commands", "expert_action", "goal")
 
     def __init__(self, env: gym.Env, renamer: TextCraftRenamer, rate: float):
         if not 0.0 <= rate <= 1.0:
@@ -132,5 +133,6 @@ AUGMENTERS: dict[str, Callable[..., Augmenter]] = {"textcraft": TextCraftRenamer
 
 def make_augmenter(env: str, exclude: Iterable[str] = ()) -> Augmenter:
     if env not in AUGMENTERS:
-        raise ValueError(f"no renaming augmentation for env {env!r} (set sft_rename and rl_rename to 0); available: {sorted(AUGMENTERS)}")
+        raise ValueError(f"no renaming augmentation for env {env!r} (set sft_rename and rl_rename to 0); "
+                         f"available: {sorted(AUGMENTERS)}")
     return AUGMENTERS[env](exclude)

@@ -35,12 +35,14 @@ class TrainConfig:
     lora_mlp: bool = opt(False, "also put LoRA on the MLP projections (default: q/k/v/o only)")
     lora_layers: int = opt(0, "LoRA on the top N decoder blocks only (0 = all); the backward pass then stops at "
                               "the lowest adapted block")
-    threads: int = opt(1, "torch CPU threads (0 = torch's default; 1 is fastest when envs or other jobs share the CPU)")
+    threads: int = opt(1, "torch CPU threads (0 = torch's default; 1 is fastest when envs or other jobs "
+                          "share the CPU)")
     # --- environment and prompts ----------------------------------------------------------------
     env_kwargs: str = opt("{}", "JSON of extra gym.make kwargs, e.g. '{\"depths\": [1, 2]}'")
     max_steps: int = opt(0, "env steps per episode (0 = the env's paper default)")
     history_length: int = opt(2, "last h observation/action pairs in the prompt")
-    require_think: str = opt("auto", "answers need <think></think> to be valid: yes | no | auto (no for the small presets)")
+    require_think: str = opt("auto", "answers need <think></think> to be valid: yes | no | auto (no for the "
+                                     "small presets)")
     show_admissible: bool = opt(True, "list the admissible actions in the prompt")
     compact_prompts: str = opt("auto", "short prompts for small models: yes | no | auto (yes for the small presets tiny, smollm2-135m)")
     train_split: str = opt("train", "task split for RL rollouts")
@@ -63,17 +65,21 @@ class TrainConfig:
     top_p: float = opt(1.0, "rollout nucleus sampling")
     hidden_layer: int = opt(0, "hidden_states index of the BiGPO embedding (0 = -12-of-28 depth, scaled)")
     capture_hidden: bool = opt(True, "record the embedding during generation (needed by bigpo/bipace)")
-    key_kind: str = opt("action_tag", "PACE action key: action_tag | first_token | projected (the action sent to the env)")
-    rl_rename: float = opt(0.0, "chance a training episode plays in a world with its item names consistently renamed "
-                                "(textcraft; only reading the recipes wins one, recalling goals does not; see agents/augment.py); "
-                                "the logs then add success_renamed and success_plain")
+    key_kind: str = opt("action_tag", "PACE action key: action_tag | first_token | projected (the action "
+                                      "sent to the env)")
+    rl_rename: float = opt(0.0, "chance a training episode plays in a world with its item names consistently "
+                                "renamed (textcraft; only reading the recipes wins one, recalling goals does "
+                                "not; see agents/augment.py); the logs then add success_renamed and "
+                                "success_plain")
     # --- estimator ----------------------------------------------------------------------------
     gamma: float = opt(0.95, "discount of step returns")
-    mode: str = opt("mean_norm", "step/episode normalisation: mean_norm | mean_std_norm")
+    mode: str | None = opt(None, "step/episode normalisation: mean_norm | mean_std_norm "
+                                 "(default: the estimator's own, e.g. mean_std_norm for grpo; logged)")
     step_weight: float = opt(1.0, "weight of the step-level advantage (GiGPO w / BiPACE w)")
     invalid_penalty: float = opt(0.1, "penalty subtracted for format-invalid answers")
-    eps: float = opt(0.05, "BiGPO cosine radius (0.05 for 1.5B, 0.10 for 7B; on the warm-started tiny model 0.05 "
-                           "merges different states, 0.02 gives about as many step groups as GiGPO's exact anchors)")
+    eps: float = opt(0.05, "BiGPO cosine radius (0.05 for 1.5B, 0.10 for 7B; on the warm-started tiny model "
+                           "0.05 merges different states, 0.02 gives about as many step groups as GiGPO's "
+                           "exact anchors)")
     pace: str = opt("q_style", "PACE variant: q_style | diff_peer")
     estimator_options: str = opt("{}", "JSON of more estimators.EstimatorOptions, e.g. "
                                        "'{\"gae_lambda\": 0.9}' (the fields above have their own flags)")
@@ -119,10 +125,13 @@ class TrainConfig:
     sft_steps: int = opt(0, "SFT optimizer steps on expert trajectories before RL (0 = none)")
     sft_lr: float = opt(1e-3, "SFT learning rate")
     sft_batch: int = opt(16, "SFT examples (steps) per optimizer step")
-    sft_episodes: int = opt(0, "expert episodes rendered for SFT (0 = every train task; cap it for ALFWorld's "
-                                  "generated games, which take about 2 s each to generate on first use)")
-    sft_passes: int = opt(1, "expert episodes per SFT task; passes after the first take random detours (sft_explore)")
-    sft_explore: float = opt(0.1, "per-step chance of a random admissible action in passes 2+ (the expert then recovers)")
+    sft_episodes: int = opt(0, "expert episodes rendered for SFT (0 = every train task; cap it for "
+                               "ALFWorld's generated games, which take about 2 s each to generate on first "
+                               "use)")
+    sft_passes: int = opt(1, "expert episodes per SFT task; passes after the first take random detours "
+                             "(sft_explore)")
+    sft_explore: float = opt(0.1, "per-step chance of a random admissible action in passes 2+ (the expert "
+                                  "then recovers)")
     sft_rename: float = opt(0.0, "chance an SFT example has its item names consistently renamed (textcraft; "
                                  "against memorising goals; needs 4k+ steps on the tiny model, see agents/augment.py)")
     sft_probe: int = opt(0, "score the expert's steps on this many held-out tasks (and as many training steps) "
@@ -188,11 +197,13 @@ def build_parser(cls=TrainConfig, **kw) -> argparse.ArgumentParser:
             parser.add_argument(name, action=argparse.BooleanOptionalAction, default=f.default,
                                 help=f.metadata["help"])
         else:
-            typ = {"int": int, "float": float, "str": str}.get(f.type if isinstance(f.type, str) else f.type.__name__)
+            name_of_type = f.type if isinstance(f.type, str) else f.type.__name__
+            typ = {"int": int, "float": float, "str": str}.get(name_of_type)
             parser.add_argument(name, type=typ, default=f.default, help=f.metadata["help"])
     return parser
 
 
 def parse_config(argv=None) -> TrainConfig:
-    args = build_parser(description="Train a LoRA LLM agent with RL and any registered estimator.").parse_args(argv)
+    parser = build_parser(description="Train a LoRA LLM agent with RL and any registered estimator.")
+    args = parser.parse_args(argv)
     return TrainConfig(**vars(args))

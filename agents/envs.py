@@ -32,7 +32,8 @@ def _call_unwrapped(name: str):
     def fn(env, *args, **kw):
         target = env.unwrapped
         if not hasattr(target, name):
-            raise NotImplementedError(f"{type(target).__name__} has no {name}(); this env cannot provide it yet")
+            raise NotImplementedError(f"{type(target).__name__} has no {name}(); this env cannot provide it "
+                                      "yet")
         return getattr(target, name)(*args, **kw)
     return fn
 

@@ -17,6 +17,7 @@ import hashlib
 import json
 import os
 import re
+import warnings
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -126,9 +127,12 @@ def _build_tiny(path: Path, cfg: TinyConfig) -> None:
                                   model_max_length=cfg.max_position_embeddings)
     tok.chat_template = CHAT_TEMPLATE
     torch.manual_seed(cfg.seed)
-    mcfg = Qwen2Config(vocab_size=len(tok), hidden_size=cfg.hidden_size, num_hidden_layers=cfg.num_hidden_layers,
-                       num_attention_heads=cfg.num_attention_heads, num_key_value_heads=cfg.num_key_value_heads,
-                       intermediate_size=cfg.intermediate_size, max_position_embeddings=cfg.max_position_embeddings,
+    mcfg = Qwen2Config(vocab_size=len(tok), hidden_size=cfg.hidden_size,
+                       num_hidden_layers=cfg.num_hidden_layers,
+                       num_attention_heads=cfg.num_attention_heads,
+                       num_key_value_heads=cfg.num_key_value_heads,
+                       intermediate_size=cfg.intermediate_size,
+                       max_position_embeddings=cfg.max_position_embeddings,
                        tie_word_embeddings=True, bos_token_id=None, eos_token_id=tok.eos_token_id,
                        pad_token_id=tok.pad_token_id, rope_theta=10000.0)
     model = Qwen2ForCausalLM(mcfg)
@@ -267,7 +271,11 @@ def load_policy(model: str = TINY, dtype: str = "float32", device: str = "cpu",
     if device != "auto":
         lm.to(device)
     if gradient_checkpointing:
-        lm.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        ckpt = {"use_reentrant": False}
+        if hasattr(lm, "activation_checkpointing_enable"):    # the name since transformers 5.x
+            lm.activation_checkpointing_enable(activation_checkpointing_kwargs=ckpt)
+        else:
+            lm.gradient_checkpointing_enable(gradient_checkpointing_kwargs=ckpt)
         lm.config.use_cache = False   # training forward only; generate() turns the cache back on
         lm.enable_input_require_grads()
     return lm, tok
@@ -285,13 +293,17 @@ def add_lora(model, settings: LoraSettings):
     cfg = LoraConfig(r=settings.rank, lora_alpha=settings.alpha, lora_dropout=settings.dropout,
                      target_modules=settings.target_modules(), bias="none", task_type="CAUSAL_LM",
                      layers_to_transform=layers)
-    return get_peft_model(model, cfg)
+    with warnings.catch_warnings():
+        # peft reads the deprecated ``is_gradient_checkpointing``; nothing of ours to rename
+        warnings.filterwarnings("ignore", message=".*is_gradient_checkpointing", category=FutureWarning)
+        return get_peft_model(model, cfg)
 
 
 def decoder_layers(model) -> nn.ModuleList:
     """The transformer block list of a (possibly peft-wrapped) causal LM."""
     base = model.get_base_model() if hasattr(model, "get_base_model") else model
-    found = [m for n, m in base.named_modules() if isinstance(m, nn.ModuleList) and n.split(".")[-1] in ("layers", "h")]
+    found = [m for n, m in base.named_modules()
+             if isinstance(m, nn.ModuleList) and n.split(".")[-1] in ("layers", "h")]
     if not found:
         raise ValueError(f"could not find the decoder layers of {type(base).__name__}")
     return found[0]

@@ -34,7 +34,8 @@ def parse_action(text: str, require_think: bool = True, fallback_chars: int = 30
     return action, valid
 
 
-def parse_actions(texts, require_think: bool = True, fallback_chars: int = 30) -> tuple[list[str], list[bool]]:
+def parse_actions(texts, require_think: bool = True,
+                  fallback_chars: int = 30) -> tuple[list[str], list[bool]]:
     """Vector version: lists of actions and validity flags."""
     out = [parse_action(t, require_think, fallback_chars) for t in texts]
     return [a for a, _ in out], [v for _, v in out]

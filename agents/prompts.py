@@ -40,6 +40,7 @@ class Prompter:
     """Base template; subclasses set the intro and how observations, tasks and actions are shown."""
     intro = "You are an expert agent."
     fallback_chars = 30              # parser fallback length (ALFWorld 30, WebShop 20)
+    actions_key = "admissible_actions"   # the info list shown as "admissible actions"
 
     def __init__(self, settings: PromptSettings | None = None):
         self.s = settings or PromptSettings()
@@ -55,6 +56,10 @@ class Prompter:
 
     def format_actions(self, actions) -> str:
         return "\n ".join(f"'{a}'" for a in actions)
+
+    def shown_actions(self, info: dict):
+        """The action list the prompt shows (None when the env gives none)."""
+        return info.get(self.actions_key, info.get("admissible_actions"))
 
     def memory_obs(self, obs: str) -> str:
         """How a past observation is shown in the history lines."""
@@ -91,7 +96,7 @@ class Prompter:
 
     def user_text(self, i: int, obs: str, info: dict) -> str:
         n = len(self.memory.get(i, []))
-        acts = info.get("admissible_actions") if self.s.show_admissible else None
+        acts = self.shown_actions(info) if self.s.show_admissible else None
         act_line = ("\nYour admissible actions of the current situation are: [" + self.format_actions(acts)
                     + "]." if acts is not None else "")
         instr = THINK_REQUIRED if self.s.require_think else (COMPACT if self.s.compact else THINK_OPTIONAL)
@@ -120,6 +125,9 @@ class Prompter:
 
 class TextCraftPrompter(Prompter):
     intro = "You are an expert agent crafting items in Minecraft."
+    # the episode's whole command list (every recipe line), not only what succeeds now: compact
+    # prompts drop the recipe lines from the observation because this list holds them
+    actions_key = "useful_commands"
 
     def task_of(self, first_obs, info):
         # The reset observation holds the recipe list and the goal; both stay needed all episode.

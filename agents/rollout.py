@@ -101,7 +101,9 @@ def _info_at(infos: dict, i: int) -> dict:
 
 @dataclass
 class Rollout:
-    """Everything one collection produced (rows in env-major, then time order)."""
+    """Everything one collection produced, one row per agent step in time-major order: step 0 of
+    every env, then step 1 of the envs still running, and so on; within a step, by env index
+    (``env_index`` and ``batch.step_idx`` give each row's env and step)."""
     batch: object                               # estimators.StepBatch
     prompt_ids: list = field(default_factory=list)
     response_ids: list = field(default_factory=list)
@@ -152,7 +154,8 @@ class RolloutCollector:
         if P > self.s.max_prompt_tokens:
             if self.s.truncation != "left":
                 raise ValueError(f"a prompt has {P} tokens > max_prompt_tokens={self.s.max_prompt_tokens}; "
-                                 "raise --max-prompt-tokens, shorten --history-length, or use --truncation left")
+                                 "raise --max-prompt-tokens, shorten --history-length, or use --truncation "
+                                 "left")
             enc = {k: v[:, -self.s.max_prompt_tokens:] for k, v in enc.items()}
         return enc
 
@@ -187,7 +190,8 @@ class RolloutCollector:
         out = self.model.generate(
             **extra, input_ids=ids, attention_mask=mask, max_new_tokens=self.s.max_new_tokens,
             do_sample=self.s.do_sample, temperature=self.s.temperature if self.s.do_sample else None,
-            top_p=self.s.top_p if self.s.do_sample else None, top_k=self.s.top_k if self.s.do_sample else None,
+            top_p=self.s.top_p if self.s.do_sample else None,
+            top_k=self.s.top_k if self.s.do_sample else None,
             eos_token_id=self.stop_ids, pad_token_id=self.tok.pad_token_id, use_cache=True,
             return_dict_in_generate=True, output_logits=self.s.logprobs)
         P = ids.shape[1]
@@ -198,8 +202,9 @@ class RolloutCollector:
         logps = None
         if self.s.logprobs:
             temp = self.s.temperature if self.s.do_sample else 1.0
-            logps = torch.stack([torch.log_softmax(l.float() / temp, -1).gather(1, resp[:, t:t + 1]).squeeze(1)
-                                 for t, l in enumerate(out.logits)], 1)
+            logps = torch.stack([torch.log_softmax(lg.float() / temp, -1)
+                                 .gather(1, resp[:, t:t + 1]).squeeze(1)
+                                 for t, lg in enumerate(out.logits)], 1)
         emb = None
         if self.capture is not None:
             t0 = time.perf_counter()
@@ -207,7 +212,8 @@ class RolloutCollector:
             self.capture.seconds += time.perf_counter() - t0
         p_ids = [ids[r][mask[r].bool()].cpu() for r in range(len(texts))]
         r_ids = [resp[r, :lengths[r]].cpu() for r in range(len(texts))]
-        r_lp = [logps[r, :lengths[r]].cpu() for r in range(len(texts))] if logps is not None else [None] * len(texts)
+        r_lp = ([logps[r, :lengths[r]].cpu() for r in range(len(texts))] if logps is not None
+                else [None] * len(texts))
         r_txt = self.tok.batch_decode(r_ids, skip_special_tokens=True)
         return p_ids, r_ids, r_lp, r_txt, emb
 
@@ -251,14 +257,20 @@ class RolloutCollector:
             for k, i in enumerate(idx):
                 info = _info_at(infos, i)
                 r = float(self.reward_map(float(rew[i]), bool(term[i]), info))
-                rows["env"].append(i); rows["step"].append(t); rows["reward"].append(r)
-                rows["valid"].append(valid[i]); rows["anchor"].append(cur_info[i].get("anchor", cur_obs[i]))
+                rows["env"].append(i)
+                rows["step"].append(t)
+                rows["reward"].append(r)
+                rows["valid"].append(valid[i])
+                rows["anchor"].append(cur_info[i].get("anchor", cur_obs[i]))
                 rows["key"].append(action_key(response_text=r_txt[k], response_ids=r_ids[k].tolist(),
                                               kind=self.s.key_kind, projected_action=actions[i]))
                 rows["emb"].append(emb[k] if emb is not None else None)
-                ro.prompt_ids.append(p_ids[k]); ro.response_ids.append(r_ids[k]); ro.old_logprobs.append(r_lp[k])
+                ro.prompt_ids.append(p_ids[k])
+                ro.response_ids.append(r_ids[k])
+                ro.old_logprobs.append(r_lp[k])
                 ro.prefix_keys.append(prefix_keys[i])
-                ro.responses.append(r_txt[k]); ro.actions.append(actions[i])
+                ro.responses.append(r_txt[k])
+                ro.actions.append(actions[i])
                 self.prompter.record(i, cur_obs[i], actions[i])
                 ret[i] += r
                 length[i] += 1

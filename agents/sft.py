@@ -53,7 +53,7 @@ def expert_examples(spec, make_env, tasks, prompter, tokenizer, max_steps: int, 
             plan = spec.expert(env)
             if not plan:
                 break
-            options = [a for a in info.get("admissible_actions", ()) if a != plan[0]]
+            options = [a for a in prompter.shown_actions(info) or () if a != plan[0]]
             if explore and options and rng.random() < explore:
                 action = options[rng.integers(len(options))]
             else:
@@ -87,7 +87,8 @@ def step_accuracy(model, tokenizer, examples: list[SftExample], batch: int = 32)
     for k in range(0, len(examples), batch):
         chunk = examples[k:k + batch]
         logits, targets, rmask = response_logits(model, [_ids(tokenizer, e.prompt) for e in chunk],
-                                                 [_ids(tokenizer, e.response) for e in chunk], tokenizer.pad_token_id)
+                                                 [_ids(tokenizer, e.response) for e in chunk],
+                                                 tokenizer.pad_token_id)
         right += int(((logits.argmax(-1) == targets) | (rmask == 0)).all(-1).sum())
     model.train(was_training)
     return right / len(examples)
@@ -110,7 +111,8 @@ def sft(model, tokenizer, examples: list[SftExample], steps: int, lr: float, bat
     opt = torch.optim.AdamW(params, lr=lr, weight_decay=0.0)
     warm = max(1, steps // 20)     # linear warm-up, then cosine decay to 10% of lr
     sched = torch.optim.lr_scheduler.LambdaLR(
-        opt, lambda s: (s + 1) / warm if s < warm else 0.1 + 0.45 * (1 + np.cos(np.pi * (s - warm) / max(1, steps - warm))))
+        opt, lambda s: (s + 1) / warm if s < warm
+        else 0.1 + 0.45 * (1 + np.cos(np.pi * (s - warm) / max(1, steps - warm))))
     rng = np.random.default_rng(seed)
     ids = functools.partial(_ids, tokenizer)
     # Length-bucketed batches: neighbours in length order, so a batch pads to about its own length

@@ -76,8 +76,7 @@ class Trainer:
     def __init__(self, cfg: TrainConfig, make_env=None, train_tasks=None, eval_tasks=None,
                  model=None, tokenizer=None):
         self.cfg = cfg
-        self.out = Path(cfg.out_dir)
-        self.out.mkdir(parents=True, exist_ok=True)
+        self.out = Path(cfg.out_dir)   # created once the arguments are checked (no stray runs/run)
         if cfg.threads > 0:
             torch.set_num_threads(cfg.threads)
         self.spec = get_env_spec(cfg.env)
@@ -100,12 +99,16 @@ class Trainer:
         from estimators import available_estimators, resolve_options
         if cfg.estimator not in available_estimators():
             raise ValueError(f"unknown estimator {cfg.estimator!r}; available: {available_estimators()}")
-        resolve_options(cfg.estimator, **cfg.estimator_options_dict())    # a bad option fails before rollouts
+        # None -> the estimator's own default; a bad option fails here, before any rollout
+        self.mode = resolve_options(cfg.estimator, mode=cfg.mode, **cfg.estimator_options_dict()).mode
         check_loss_options(cfg.ratio_level, cfg.loss_agg, *cfg.clip_range())
+        print(f"{cfg.estimator}: advantage normalisation {self.mode}"
+              + (" (the estimator's default)" if cfg.mode is None else " (--mode)"))
         self.prompt_settings = PromptSettings(history_length=cfg.history_length,
                                               require_think=cfg.think_required(),
                                               show_admissible=cfg.show_admissible,
                                               compact=cfg.compact())
+        self.out.mkdir(parents=True, exist_ok=True)
         if model is None:
             base = self._warm_start_path() if cfg.sft_steps > 0 else cfg.model
             model, tokenizer = load_policy(base, cfg.dtype, cfg.device, cfg.gradient_checkpointing)
@@ -126,7 +129,8 @@ class Trainer:
         every split from one env (its preset and depth filter live in ``env_kwargs``)."""
         key = self.spec.split_kwarg
         if key and key in kwargs:
-            raise ValueError(f"env_kwargs sets {key!r}; choose splits with --train-split/--eval-split instead")
+            raise ValueError(f"env_kwargs sets {key!r}; choose splits with --train-split/--eval-split "
+                             "instead")
         extra = {key: split} if key else {}
         spec, max_steps = self.spec, self.max_steps     # not self: async/Ray workers pickle the closure
         return lambda: spec.make(max_steps=max_steps, **kwargs, **extra)
@@ -182,7 +186,7 @@ class Trainer:
             return self.make_env
         from agents.augment import RenamedWorld, make_augmenter
         renamer = make_augmenter(self.cfg.env, exclude=[str(t) for t in self.eval_tasks])
-        make, rate = self.make_env, self.cfg.rl_rename     # the closure must not hold the trainer (async envs)
+        make, rate = self.make_env, self.cfg.rl_rename   # the closure must not hold the trainer (async envs)
         return lambda: RenamedWorld(make(), renamer, rate)
 
     def rollout(self, it: int, refill: int = 0):
@@ -221,7 +225,8 @@ class Trainer:
             ro = col.collect(padded, [1000 + start + k for k in range(col.n)], list(range(col.n)))
             won += ro.success[:len(chunk)].tolist()
             lengths += ro.episode_length[:len(chunk)].tolist()
-        return {"eval_success": float(np.mean(won)), "eval_length": float(np.mean(lengths)), "eval_n": len(won)}
+        return {"eval_success": float(np.mean(won)), "eval_length": float(np.mean(lengths)),
+                "eval_n": len(won)}
 
     # ------------------------------------------------------------------ update
     def advantages(self, ro) -> np.ndarray:
@@ -230,7 +235,7 @@ class Trainer:
         batch = ro.batch
         if "old_logp_sum" in REGISTRY[c.estimator].needs:      # GACA: the rollout policy's per-row log-probs
             batch = batch.with_fields(**row_logp_sums(ro.response_ids, self._old_logprobs(ro)))
-        return compute_advantages(batch, c.estimator, gamma=c.gamma, mode=c.mode, step_weight=c.step_weight,
+        return compute_advantages(batch, c.estimator, gamma=c.gamma, mode=self.mode, step_weight=c.step_weight,
                                   invalid_penalty=c.invalid_penalty, eps=c.eps, pace=c.pace,
                                   **c.estimator_options_dict())
 
@@ -339,7 +344,8 @@ class Trainer:
                        episode_length=float(first.episode_length.mean()),
                        valid_rate=float(b.action_valid.mean()),
                        rows=len(b.reward), adv_mean=float(adv.mean()), adv_std=float(adv.std()),
-                       rollout_s=t1 - t0, estimator_s=t2 - t1, update_s=time.perf_counter() - t2, gen_s=ro.gen_seconds,
+                       rollout_s=t1 - t0, estimator_s=t2 - t1, update_s=time.perf_counter() - t2,
+                       gen_s=ro.gen_seconds,
                        env_s=ro.env_seconds)
         metrics.update(self.batch_metrics(ro, adv))
         metrics.update(sampling)
@@ -375,7 +381,8 @@ class Trainer:
                                     "run without --resume to start fresh")
         d = self.out / "checkpoints" / latest.read_text().strip()
         dev = next(self.model.parameters()).device
-        set_peft_model_state_dict(self.model, load_file(str(d / "adapter" / "adapter_model.safetensors"), device=str(dev)))
+        set_peft_model_state_dict(self.model, load_file(str(d / "adapter" / "adapter_model.safetensors"),
+                                                        device=str(dev)))
         state = torch.load(d / "state.pt", weights_only=False)
         self.optimizer.load_state_dict(state["optimizer"])
         random.setstate(state["rng"]["python"])
@@ -400,7 +407,7 @@ class Trainer:
             except ImportError:
                 print("tensorboard is not installed; logging to CSV only (pip install tensorboard)")
         t_start = time.perf_counter()
-        summary = {"estimator": c.estimator, "seed": c.seed}
+        summary = {"estimator": c.estimator, "seed": c.seed, "mode": self.mode}
 
         def run_eval(it):
             ev = self.evaluate()
@@ -413,7 +420,8 @@ class Trainer:
 
         if done == 0 and c.eval_before:
             summary["eval_before"] = run_eval(0).get("eval_success")
-        bar = tqdm(range(self.start_iteration, c.iterations + 1), disable=not c.progress, desc=f"{c.estimator}")
+        bar = tqdm(range(self.start_iteration, c.iterations + 1), disable=not c.progress,
+                   desc=f"{c.estimator}")
         for it in bar:
             m = self.iteration(it)
             train_log.write(m)

@@ -88,14 +88,15 @@ def _report(rows, wall):
     by = defaultdict(lambda: [0, 0, 0, 0.0, 0])
     for tid, split, gen_s, task, won, steps, planner, play_s, err in rows:
         b = by[f"{split}/{task}"]
-        b[0] += won; b[1] += 1; b[2] += planner; b[3] += play_s; b[4] += steps
+        for j, value in enumerate((won, 1, planner, play_s, steps)):
+            b[j] += value
         if err or not won:
             print(f"  NOT WON: {tid} {err or ''}")
     print(f"{'split/task type':44s} {'won':>9s} {'planner':>8s} {'avg steps':>9s} {'avg play s':>10s}")
     for k in sorted(by):
         w, n, p, s, st = by[k]
         print(f"{k:44s} {w:4d}/{n:<4d} {p:8d} {st / n:9.1f} {s / n:10.2f}")
-    w = sum(b[0] for b in by.values()); n = sum(b[1] for b in by.values())
+    w, n = sum(b[0] for b in by.values()), sum(b[1] for b in by.values())
     print(f"{'total':44s} {w:4d}/{n:<4d}   wall {wall:.0f}s")
     slow = sorted(rows, key=lambda r: -r[7])[:3]
     print("slowest plays: " + ", ".join(f"{r[0]} {r[7]:.1f}s ({r[5]} steps, planner={r[6]})" for r in slow))

@@ -59,7 +59,8 @@ PRESETS: dict[str, dict] = {
         "estimators": ["grpo", "gigpo", "bipace"], "seeds": [0, 1],
         "config": dict(env="textcraft", model="tiny", env_kwargs='{"preset": "agentgym", "depths": [1, 2]}',
                        max_steps=8, history_length=8, show_admissible=False, max_new_tokens=24,
-                       temperature=0.5, batch_tasks=4, group_size=4, lr=2e-4, mini_batch_rows=32, micro_batch_rows=16,
+                       temperature=0.5, batch_tasks=4, group_size=4, lr=2e-4, mini_batch_rows=32,
+                       micro_batch_rows=16,
                        iterations=8, eval_every=4, eval_tasks=40, eval_batch=40, checkpoint_every=0,
                        sft_steps=800, sft_lr=3e-3, sft_batch=16, threads=2, tensorboard=False),
     },
@@ -87,7 +88,7 @@ def make_trainer_class():
     class InstrumentedTrainer(Trainer):
         def batch_metrics(self, ro, adv):
             c = self.cfg
-            codes = step_groups(ro.batch, c.estimator, gamma=c.gamma, mode=c.mode, eps=c.eps, pace=c.pace,
+            codes = step_groups(ro.batch, c.estimator, gamma=c.gamma, mode=self.mode, eps=c.eps, pace=c.pace,
                                 **c.estimator_options_dict())
             return dict(group_stats(ro.batch, codes), score=float(ro.episode_return.mean()))
 

@@ -26,7 +26,8 @@ BENCHMARKS = {
 
 def main(argv=None) -> None:
     # Import only the chosen env's module: the others may need optional extras.
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("env", choices=sorted(BENCHMARKS), help="which environment to benchmark")
     known, rest = parser.parse_known_args(argv)
     module = importlib.import_module(BENCHMARKS[known.env])
@@ -35,6 +36,7 @@ def main(argv=None) -> None:
     args = env_parser.parse_args(rest)
     args.env = known.env
     module.run(args)
+
 
 if __name__ == "__main__":
     main()

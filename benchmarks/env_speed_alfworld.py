@@ -6,7 +6,8 @@ Raw engine = what alfworld's own gym env runs: ``textworld.envs.PddlEnv`` with `
 ``AlfredInfos`` (admissible commands + won requested), a game loaded on every reset as textworld.gym does.
 Both play the same action sequences (valid commands drawn from the admissible list with a fixed seed,
 one in five an invalid string) on the same real games in lockstep, each step timed on both sides back to
-back, so machine load hits both equally. Reported: mean reset and step time and ours/raw ratios (goal: step overhead <= 5%).
+back, so machine load hits both equally. Reported: mean reset and step time and ours/raw ratios (goal: step
+overhead <= 5%).
 """
 from __future__ import annotations
 
@@ -59,6 +60,7 @@ def run(args) -> None:
     t_reset = {"ours": [], "raw": []}
     t_step = {"ours": [], "raw": []}
     t_step_valid = {"ours": [], "raw": []}
+
     def raw_reset(gamefile):
         raw.load(gamefile)
         raw.reset()

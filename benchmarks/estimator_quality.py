@@ -237,7 +237,8 @@ def score(v: Variant, batch: StepBatch, true: np.ndarray, latent: np.ndarray, fe
     impure = np.bincount(lat_groups, minlength=int(codes.max()) + 1) > 1
     row.update(impure_rate=float(impure[codes].mean()), corr_step=_corr(step, true),
                nmse_step=_nmse(step, true),
-               sign_step=_sign(step, true), nmse_exact=_nmse(exact, true) if exact is not None else float("nan"))
+               sign_step=_sign(step, true),
+               nmse_exact=_nmse(exact, true) if exact is not None else float("nan"))
     return row
 
 
@@ -278,15 +279,16 @@ def plot(summary: dict, estimators: dict[str, str], path: Path, title: str) -> N
               ("corr_step", "corr(step term, true A)\nhigher is better", (-0.1, 1)),
               ("nmse_step", "NMSE(step term) = Σ(est−A)²/ΣA²\nlower is better (1 = predicting 0)", None),
               ("sign_step", "sign agreement of step term\n(0 estimate = wrong) higher is better", (0, 1)),
-              ("nmse_exact", "NMSE(step term) with exact returns Q(s,a)\ngrouping error only; lower is better", None)]
+              ("nmse_exact",
+               "NMSE(step term) with exact returns Q(s,a)\ngrouping error only; lower is better", None)]
     labels = list(summary)[::-1]
     y = np.arange(len(labels))
     fig, axes = plt.subplots(1, len(panels), figsize=(4.2 * len(panels), 0.38 * len(labels) + 1.8),
                              sharey=True)
     for ax, (metric, xlabel, lim) in zip(axes, panels):
-        mean = np.array([summary[l][metric][0] for l in labels])
-        std = np.array([summary[l][metric][1] for l in labels])
-        colours = [COLOURS.get(estimators[l], "k") for l in labels]
+        mean = np.array([summary[lab][metric][0] for lab in labels])
+        std = np.array([summary[lab][metric][1] for lab in labels])
+        colours = [COLOURS.get(estimators[lab], "k") for lab in labels]
         ok = ~np.isnan(mean)
         ax.barh(y[ok], mean[ok], xerr=std[ok], color=np.array(colours)[ok], alpha=0.85, capsize=2)
         for yi in y[~ok]:

@@ -17,13 +17,13 @@ import os
 for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(_var, "1")  # one CPU core, as the goal is stated; set before numpy loads
 
-import argparse
-import math
-import sys
-import time
-from collections import defaultdict
+import argparse  # noqa: E402  (after the thread variables)
+import math  # noqa: E402  (after the thread variables)
+import sys  # noqa: E402  (after the thread variables)
+import time  # noqa: E402  (after the thread variables)
+from collections import defaultdict  # noqa: E402  (after the thread variables)
 
-import numpy as np
+import numpy as np  # noqa: E402  (after the thread variables)
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from benchmarks.estimator_loops import EXTRA_LOOPS  # noqa: E402
@@ -136,7 +136,8 @@ def loop_advantages(rows, name, gamma=0.95, mode=None, step_weight=1.0, invalid_
         order = sorted(range(len(rows)), key=lambda i: (rows[i]["group"], rows[i]["traj"], rows[i]["step"]))
         cents = defaultdict(list)  # group -> [[sum vector, label]]
         for i in order:
-            e = list(map(float, rows[i]["emb"])) if vectors == "python" else np.asarray(rows[i]["emb"], np.float64)
+            emb = rows[i]["emb"]
+            e = list(map(float, emb)) if vectors == "python" else np.asarray(emb, np.float64)
             n = math.sqrt(dot(e, e))
             u = scale(e, 1.0 / n) if n > 0 else scale(e, 0.0)
             best, best_d = None, None
@@ -188,7 +189,8 @@ def batch_to_rows(batch: StepBatch) -> list[dict]:
 # ---------------------------------------------------------------- synthetic batch
 
 
-def synthetic_batch(groups=16, rollouts=8, max_steps=50, dim=1536, states=24, noise=0.01, seed=0) -> StepBatch:
+def synthetic_batch(groups=16, rollouts=8, max_steps=50, dim=1536, states=24, noise=0.01,
+                    seed=0) -> StepBatch:
     """Rollouts that random-walk over `states` latent states per task; success ends an episode."""
     rng = np.random.default_rng(seed)
     cols = defaultdict(list)
@@ -249,6 +251,7 @@ def main(argv=None) -> None:
         diff = max(float(np.max(np.abs(lib - np.asarray(ref)))) for ref in (py_ref, np_ref))
         print(f"{name:<13}{lib_s * 1e3:>11.1f}{py_s * 1e3:>16.0f}{py_s / lib_s:>7.0f}x"
               f"{np_s * 1e3:>15.0f}{np_s / lib_s:>7.0f}x{diff:>12.1e}", flush=True)
+
 
 if __name__ == "__main__":
     main()

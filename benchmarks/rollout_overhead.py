@@ -45,7 +45,9 @@ def main(argv=None) -> None:
     torch.set_num_threads(args.threads)
     model, tok = load_policy(args.model, args.dtype, args.device)
     spec = get_env_spec("textcraft")
-    make_env = lambda: gym.make("bipace/TextCraft-v0", preset="agentgym", depths=(1, 2), max_steps=args.max_steps)
+
+    def make_env():
+        return gym.make("bipace/TextCraft-v0", preset="agentgym", depths=(1, 2), max_steps=args.max_steps)
     tasks = list_tasks("agentgym", "train", (1, 2))
     ps = PromptSettings(require_think=args.model != "tiny", compact=args.model == "tiny")
     cols = {}
@@ -80,17 +82,20 @@ def main(argv=None) -> None:
     mins = {k: min(v) for k, v in times.items()}
     med = {k: statistics.median(v) for k, v in times.items()}
     gmed = {k: statistics.median(v) for k, v in gen.items()}
-    print(f"model={args.model} envs={args.envs} max_steps={args.max_steps} max_new_tokens={args.max_new_tokens} "
+    print(f"model={args.model} envs={args.envs} max_steps={args.max_steps} "
+          f"max_new_tokens={args.max_new_tokens} "
           f"repeats={args.repeats}")
     print(f"{'variant':<22}{'rollout s (median)':>20}{'generate s (median)':>22}")
     print(f"{'without capture':<22}{med[False]:>20.3f}{gmed[False]:>22.3f}")
     print(f"{'with hidden capture':<22}{med[True]:>20.3f}{gmed[True]:>22.3f}")
     print(f"capture overhead: {100 * (med[True] / med[False] - 1):+.2f}% of rollout time "
           f"({100 * (gmed[True] / gmed[False] - 1):+.2f}% of generate time); "
-          f"paired per-repeat median: {100 * statistics.median(t / f - 1 for t, f in zip(times[True], times[False])):+.2f}%")
+          "paired per-repeat median: "
+          f"{100 * statistics.median(t / f - 1 for t, f in zip(times[True], times[False])):+.2f}%")
     print(f"best-of-{args.repeats} rollout s: without {mins[False]:.3f}, with {mins[True]:.3f} "
           f"({100 * (mins[True] / mins[False] - 1):+.2f}%)")
-    print(f"time spent capturing (hook + normalisation): {hook_s:.4f}s over all {args.repeats + 1} captured rollouts "
+    print(f"time spent capturing (hook + normalisation): {hook_s:.4f}s over all {args.repeats + 1} captured "
+          "rollouts "
           f"= {100 * hook_s / (gen_total * (args.repeats + 1) / args.repeats):.3f}% of their generate time "
           "(the part of the difference that is not timing noise)")
 

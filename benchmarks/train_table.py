@@ -70,7 +70,7 @@ def main(argv=None) -> None:
     ap.add_argument("--rl-rename", type=float, default=0.0,
                     help="share of RL episodes played with renamed items (agents.augment.RenamedWorld)")
     ap.add_argument("--lora-rank", type=int, default=16, help="LoRA rank of the warm start and of RL")
-    ap.add_argument("--iterations", type=int, default=15)
+    ap.add_argument("--iterations", type=int, default=10)
     ap.add_argument("--batch-tasks", type=int, default=8)
     ap.add_argument("--group-size", type=int, default=8)
     ap.add_argument("--lr", type=float, default=1e-4)
@@ -81,7 +81,8 @@ def main(argv=None) -> None:
     ap.add_argument("--max-new-tokens", type=int, default=32)
     ap.add_argument("--history-length", type=int, default=8,
                     help="past steps shown; the prompt is the only place the policy can see what it holds")
-    ap.add_argument("--eval-every", type=int, default=0, help="also evaluate every N iterations (0 = before/after only)")
+    ap.add_argument("--eval-every", type=int, default=0,
+                    help="also evaluate every N iterations (0 = before/after only)")
     ap.add_argument("--eval-tasks", type=int, default=0, help="0 = the whole held-out split (77 goals)")
     ap.add_argument("--eval-repeats", type=int, default=4, help="episodes per held-out goal (77 x 4 = 308)")
     ap.add_argument("--temperature", type=float, default=1.0, help="rollout (and PPO) sampling temperature")
@@ -122,13 +123,6 @@ def main(argv=None) -> None:
                   lora_rank=args.lora_rank, lora_alpha=2 * args.lora_rank, eval_tasks=args.eval_tasks,
                   eval_batch=min(77, args.eval_tasks or 77), eval_temperature=args.eval_temperature,
                   eval_repeats=args.eval_repeats)
-    if not zero_shot_file.exists():      # the untrained policy on the same held-out episodes
-        t0 = time.perf_counter()
-        zs = Trainer(TrainConfig(model=args.model, out_dir=str(out / "zero_shot"), tensorboard=False, **common))
-        zero_shot_file.write_text(json.dumps({**zs.evaluate(), "wall_s": time.perf_counter() - t0}))
-        del zs
-    zero_shot = json.loads(zero_shot_file.read_text())
-    print(f"zero-shot held-out success {fmt(zero_shot['eval_success'], zero_shot['eval_n'])}", flush=True)
     spec = get_env_spec("textcraft")
     warm = out / "warm_start"
     t0 = time.perf_counter()
@@ -136,7 +130,10 @@ def main(argv=None) -> None:
         scfg = TrainConfig(model=args.model, seed=args.warm_start_seed, sft_steps=args.sft_steps, sft_lr=args.sft_lr,
                            sft_batch=args.sft_batch, sft_passes=args.sft_passes, sft_explore=args.sft_explore,
                            sft_rename=args.sft_rename, sft_probe=args.sft_probe, out_dir=str(out), **common)
-        make_env = lambda: spec.make(max_steps=args.max_steps, preset="agentgym", depths=(1, 2))
+
+        def make_env():
+            return spec.make(max_steps=args.max_steps, preset="agentgym", depths=(1, 2))
+
         probe = make_env()
         tasks, held_out = spec.tasks(probe, "train"), spec.tasks(probe, "test")
         probe.close()
@@ -168,10 +165,19 @@ def main(argv=None) -> None:
             # the adapter starts as a no-op and the evaluation episodes are fixed: one warm-start score
             before = s["eval_before"] if before is None else before
             first, last = training_curve(run_dir, args.curve_window)
-            s.update(sft_s=sft_s, eval_before=before, eval_n=zero_shot["eval_n"], train_first=first, train_last=last)
+            s.update(sft_s=sft_s, eval_before=before, train_first=first, train_last=last)
             results.append(s)
             print(json.dumps(s), flush=True)
+            print(f"{est} seed {seed}: held-out {s['eval_before']:.3f} -> {s['eval_after']:.3f}", flush=True)
             results_file.write_text(json.dumps(results, indent=1))   # partial results survive
+    # last: the untrained model chats instead of acting, so its episodes run to max_steps with long
+    # answers in the history (one 308-episode evaluation took over 45 minutes on a loaded 2-core machine)
+    if not zero_shot_file.exists():      # the untrained policy on the same held-out episodes
+        t0 = time.perf_counter()
+        zs = Trainer(TrainConfig(model=args.model, out_dir=str(out / "zero_shot"), tensorboard=False, **common))
+        zero_shot_file.write_text(json.dumps({**zs.evaluate(), "wall_s": time.perf_counter() - t0}))
+        del zs
+    zero_shot = json.loads(zero_shot_file.read_text())
     n = zero_shot["eval_n"]
     print(f"\nheld-out success (95% CI), {n} episodes per figure; zero-shot {fmt(zero_shot['eval_success'], n)}; "
           f"warm start built in {sft_s:.0f}s")

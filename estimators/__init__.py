@@ -19,6 +19,7 @@ from . import gaca, gae, graph, outcome  # noqa: E402,F401
 
 __all__ = [
     "StepBatch", "to_hashable", "compute_advantages", "available_estimators", "EstimatorOptions",
-    "REGISTRY", "resolve_options", "step_groups", "step_returns", "action_key", "broadcast_to_tokens", "INVALID_KEY",
+    "REGISTRY", "resolve_options", "step_groups", "step_returns", "action_key", "broadcast_to_tokens",
+    "INVALID_KEY",
     "EMPTY_KEY", "bigpo_clusters", "exact_anchor_groups", "history_groups", "similarity_anchor_groups",
 ]

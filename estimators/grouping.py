@@ -131,7 +131,8 @@ def bigpo_clusters(batch: StepBatch, eps: float, estimator: str = "bigpo", block
 
     d = emb.shape[1]
     cap = n_max + 1                                               # a group never has more clusters than rows
-    sums = np.zeros((n_groups, min(cap, 64), d), dtype=np.float32)  # sum of member unit vectors, grown on demand
+    # sum of member unit vectors, grown on demand
+    sums = np.zeros((n_groups, min(cap, 64), d), dtype=np.float32)
     norm_sq = np.zeros((n_groups, cap))                           # |sum|^2, kept in float64
     inv_norm = np.zeros((n_groups, cap))                          # 1/|sum| (0 for a zero or unused sum)
     # An unused cluster id scores cosine 0, which can only win argmax when no existing centroid is

@@ -53,7 +53,8 @@ class EstimatorOptions:
     eps: float = 0.05
     """BiGPO: join the nearest centroid iff cosine distance <= eps (0.05 for 1.5B, 0.10 for 7B)."""
     pace: str = "q_style"
-    """PACE variant: 'q_style' (Q(s,a) - V(s) within a cluster) or 'diff_peer' (R - mean of other-key peers)."""
+    """PACE variant: 'q_style' (Q(s,a) - V(s) within a cluster) or 'diff_peer' (R - mean of other-key
+    peers)."""
     pace_std_norm: bool = False
     """PACE: divide the step term by the cluster's std + epsilon (parity with mean_std_norm)."""
     # --- spec-2 (GAGPO, GraphHCA, GACA): every [ASSUMPTION] of ../shared/specs/estimators-2.md, its default
@@ -159,7 +160,8 @@ def step_norm_term(batch: StepBatch, o: EstimatorOptions, groups: np.ndarray) ->
                            equal_tol=o.equal_tol, singleton="zero")
 
 
-def pace_step_term(returns: np.ndarray, clusters: np.ndarray, keys: np.ndarray, o: EstimatorOptions) -> np.ndarray:
+def pace_step_term(returns: np.ndarray, clusters: np.ndarray, keys: np.ndarray,
+                   o: EstimatorOptions) -> np.ndarray:
     """PACE action-conditioned peer baselines inside each cluster (spec §6.3)."""
     ck = grouping.dense_codes(clusters, hashable_codes(keys))
     n_c, n_ck = int(clusters.max()) + 1, int(ck.max()) + 1

@@ -28,3 +28,11 @@ def ray_local():
     ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
     yield ray
     ray.shutdown()
+@pytest.fixture(scope="session", autouse=True)
+def _no_runs_folder_in_checkout():
+    """Tests write under tmp_path; a ``runs/`` left in the checkout means one used a default path."""
+    runs = REPO_ROOT / "runs"
+    existed = runs.exists()
+    yield
+    if not existed and runs.exists():
+        raise AssertionError(f"the tests created {runs}; give every run an out dir under tmp_path")

@@ -153,7 +153,8 @@ class Engine:
         try:
             ctx = mp.get_context("fork")
         except ValueError as e:
-            raise RuntimeError("a planner timeout needs os.fork (Linux/macOS); use planner_timeout=None") from e
+            raise RuntimeError("a planner timeout needs os.fork (Linux/macOS); "
+                               "use planner_timeout=None") from e
         receiver, sender = ctx.Pipe(duplex=False)
 
         def child():

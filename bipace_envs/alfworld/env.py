@@ -210,4 +210,3 @@ class ALFWorldEnv(gym.Env):
 
     def close(self):
         self._engine = self._expert = self._state = None
-

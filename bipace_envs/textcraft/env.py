@@ -21,7 +21,7 @@ import gymnasium as gym
 from ..common import MAX_TEXT_LENGTH, UnicodeText, obs_hash
 from .engine import Crafter, goal_tree, layout, reset_text
 from .expert import expert_plan
-from .recipes import RecipeBook, item_to_text, load_book
+from .recipes import PREFIX, RecipeBook, item_to_text, load_book
 from .tasks import get_preset, goal_pool, resolve_task, task_id_of
 
 MAX_VARIANTS = 16   # concrete variants listed per shown line with tag ingredients
@@ -65,11 +65,12 @@ def _expert(book: RecipeBook, goal: str, inventory: tuple) -> tuple[str, ...]:
 
 
 @functools.lru_cache(maxsize=8192)
-def admissible_actions(book: RecipeBook, goal: str, lines: tuple[str, ...]) -> tuple[str, ...]:
-    """The useful command list of an episode (TextCraft has no native one): every shown craft
+def useful_commands(book: RecipeBook, goal: str, lines: tuple[str, ...]) -> tuple[str, ...]:
+    """The command vocabulary of an episode (TextCraft has no native list): every shown craft
     line, plus each line with its tag ingredients replaced by the concrete members crafted by
     shown lines (the only form the engine accepts), a ``get`` per base item of the goal's tree
-    at each count the tree uses and at the expert's amount, and ``inventory``."""
+    at each count the tree uses and at the expert's amount, and ``inventory``. Fixed for the
+    episode, so most crafts in it cannot be executed yet (see ``executable_now``)."""
     by_line = _line_recipes(book)
     shown = [by_line[line] for line in lines]
     members: dict[str, list[str]] = {}
@@ -96,6 +97,48 @@ def admissible_actions(book: RecipeBook, goal: str, lines: tuple[str, ...]) -> t
     return tuple(out) + tuple(gets) + ("inventory",)
 
 
+def _given(command: str) -> tuple[tuple[str, int], ...] | None:
+    """(item id, count) of each ingredient a craft command names (None if one is malformed)."""
+    out = []
+    for part in command.split(" using ", 1)[1].split(","):
+        count, _, name = part.strip().partition(" ")
+        if not count.isdigit() or not name:
+            return None
+        out.append((PREFIX + name.replace(" ", "_"), int(count)))
+    return tuple(out)
+
+
+@functools.lru_cache(maxsize=8192)
+def _requirements(book: RecipeBook, goal: str, lines: tuple[str, ...]) -> tuple:
+    """(command, needs) per useful command: () for commands that always succeed (gets,
+    ``inventory``), the (item, count) pairs a craft must find in the inventory, or None for a
+    craft that never succeeds (a tag ingredient). Each craft is run once by the engine on exactly
+    its ingredients, so "succeeds now" means what the engine does."""
+    out = []
+    for command in useful_commands(book, goal, lines):
+        if not command.startswith("craft "):
+            out.append((command, ()))
+            continue
+        needs = _given(command)
+        if needs is not None:
+            trial = Crafter(book, goal)
+            trial.inventory = {item: max(c for i, c in needs if i == item) for item, _ in needs}
+            needs = needs if trial.execute(command).succeeded else None
+        out.append((command, needs))
+    return tuple(out)
+
+
+@functools.lru_cache(maxsize=65536)
+def executable_now(book: RecipeBook, goal: str, lines: tuple[str, ...],
+                   inventory: tuple[tuple[str, int], ...]) -> tuple[str, ...]:
+    """The useful commands that succeed from ``inventory`` (sorted item -> count pairs): every
+    ``get`` (base items can always be fetched), ``inventory``, and each craft whose ingredients
+    are held. Cached: the G rollouts of a group revisit the same inventories."""
+    held = dict(inventory)
+    return tuple(command for command, needs in _requirements(book, goal, lines)
+                 if needs is not None and all(held.get(item, 0) >= count for item, count in needs))
+
+
 class TextCraftEnv(gym.Env):
     """TextCraft: craft a Minecraft item from text recipes (ADaPT's benchmark, made deterministic).
 
@@ -107,7 +150,10 @@ class TextCraftEnv(gym.Env):
     The reference lists its lines in string-hash order, which changes per process; ours is the
     first-appearance order, and with that order the reference's reset text (distractors and
     shuffle included) equals ours exactly. Nothing depends on PYTHONHASHSEED or on earlier
-    episodes (the reference grows its recipe lists on every reset).
+    episodes (the reference grows its recipe lists on every reset). The distractor lines and
+    their shuffle cannot match those of ADaPT's recorded runs: they followed the authors'
+    file-listing order. The goals can: ``preset="adapt"``, ``split="test"`` plays ADaPT's goal
+    for each seed 0-199 (``tasks.py``).
 
     **Action space.** ``UnicodeText``: any str. Commands: ``get N item``, ``craft N item using
     c1 a, c2 b``, ``inventory``; anything else answers ``Could not execute {action}``.
@@ -122,14 +168,19 @@ class TextCraftEnv(gym.Env):
     **Episode end.** ``terminated`` on the rewarded command; ``truncated`` after ``max_steps``
     steps. Stepping on afterwards keeps playing (use ``reset``).
 
-    **Info.** Every call: ``admissible_actions`` (the useful list, see ``admissible_actions``;
-    TextCraft has no native one), ``task_id``, ``won``, ``anchor`` (= the observation),
+    **Info.** Every call: ``admissible_actions`` (the commands that succeed now: the gets,
+    ``inventory`` and the crafts whose ingredients are held, see ``executable_now``),
+    ``useful_commands`` (the episode's fixed command vocabulary: every shown line, concrete
+    variants of tag lines, the tree's gets and ``inventory``, most not executable yet; TextCraft
+    has no native list, and the agents' prompts show this one), ``task_id``, ``won``, ``anchor``
+    (= the observation),
     ``obs_hash``, ``goal``, ``depth``, ``step``; on step also ``action_valid`` (parsed as a
     command) and ``action_succeeded``; with ``expert_in_info`` also ``expert_action``.
 
     **Reset.** ``options={"task_id": id}`` picks the goal (any id of ``list_tasks``, including
     AgentGym's ``textcraft_<i>``); otherwise seed s picks ``pool[s % len(pool)]`` (no seed: a
-    draw from ``np_random``). The shown lines come from the preset's ``layout_seed`` or the seed.
+    draw from ``np_random``); the adapt preset's test pool is ADaPT's seed -> goal list. The
+    shown lines come from the preset's ``layout_seed`` or the seed.
 
     **Arguments.** See ``TextCraftConfig``: ``preset``, ``split``, ``depths``, ``max_steps``,
     ``reward_on_get``, ``layout_seed``, ``expert_in_info``, ``render_mode``.
@@ -168,7 +219,7 @@ class TextCraftEnv(gym.Env):
             lseed = seed if seed is not None else int(self.np_random.integers(2**31))
         self.goal, self.layout_seed = goal, lseed
         self.lines = layout(self.book, goal, lseed)
-        self._admissible = admissible_actions(self.book, goal, self.lines)
+        self._useful = useful_commands(self.book, goal, self.lines)
         self._game = Crafter(self.book, goal)
         self.steps, self.won = 0, False
         self._task_id = task_id_of(goal)
@@ -200,7 +251,9 @@ class TextCraftEnv(gym.Env):
 
     # ------------------------------------------------------------------ helpers
     def _info(self) -> dict:
-        info = {"admissible_actions": list(self._admissible), "task_id": self._task_id,
+        inventory = tuple(sorted(self._game.inventory.items()))
+        info = {"admissible_actions": list(executable_now(self.book, self.goal, self.lines, inventory)),
+                "useful_commands": list(self._useful), "task_id": self._task_id,
                 "won": self.won, "anchor": self._obs, "obs_hash": obs_hash(self._obs),
                 "goal": self._goal_text, "depth": self._depth, "step": self.steps}
         if self.config.expert_in_info:

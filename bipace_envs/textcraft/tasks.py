@@ -1,7 +1,7 @@
 """TextCraft goal presets, splits and task ids.
 
     from bipace_envs.textcraft.tasks import list_tasks
-    list_tasks("adapt", "test")                    # ADaPT's 200 test goals, deepest first
+    list_tasks("adapt", "test")                    # ADaPT's 200 test goals, in seed order
     list_tasks("agentgym", "train", depths=(1, 2)) # AgentGym train goals of depth 1 or 2
 
 A task id is the goal item without the ``minecraft:`` prefix (``"dark_oak_sign"``);
@@ -9,11 +9,17 @@ A task id is the goal item without the ``minecraft:`` prefix (``"dark_oak_sign"`
 ``"textcraft_<data_idx>"``.
 
 Presets (a registry; every goal has depth >= 1, i.e. needs at least one craft):
-- ``adapt`` (ADaPT): goals sorted deepest first (ties in recipe-load order), default depths
-  2-4. Without a task id, ``reset(seed=s)`` plays ``pool[s % len(pool)]`` with the shown lines
-  drawn from seed s, which is exactly the reference's ``reset(seed=s)`` for split ``all``.
-  Splits: ``test`` = the first 200 of that order (ADaPT's test set, seeds 0-199: all 123 goals
-  of depth >= 3 and 77 of depth 2), ``train`` = the rest, ``all`` = both.
+- ``adapt`` (ADaPT): ``test`` is ADaPT's own 200 evaluation goals in seed order, read from
+  ``data/adapt_test_goals.json`` (seed -> goal for seeds 0-199 as recorded in ADaPT's runs:
+  11 goals of depth 4, 112 of depth 3, 77 of depth 2), so ``reset(seed=s)`` plays ADaPT's goal
+  for seed s. ADaPT sorted its goals deepest first with ties in the authors' file-listing order,
+  which no rule reproduces; hence the recorded list. ``train`` = the other goals, deepest first
+  (ties in recipe-load order); under the default depths 2-4 these are the 197 remaining goals of
+  depth >= 2, and ``depths=(1, 2)`` adds the depth-1 goals. ``all`` = test then train, so seeds
+  0-199 play ADaPT's goals there too. A depth filter drops goals but keeps the order: with
+  ``depths=(2, 3)`` seed s plays the s-th kept goal, no longer ADaPT's.
+  The distractor lines and their shuffle cannot match ADaPT's episodes: they came from the
+  recipe lists in the authors' file order (see ``env.py``).
 - ``agentgym`` (AgentGym): goals sorted shallowest first; ``data_idx`` i is the i-th. AgentGym
   always lays out the lines with seed 42, so the layout depends on the task only. AgentGym's
   own 374-train / 100-test id lists live in its Hugging Face data (not available offline), so
@@ -26,8 +32,11 @@ The ``depths`` filter keeps the preset's order and split and drops other depths,
 """
 from __future__ import annotations
 
+import functools
+import json
 import re
 from dataclasses import dataclass
+from importlib import resources
 from typing import Callable, Sequence
 
 from .recipes import PREFIX, RecipeBook, load_book
@@ -35,17 +44,46 @@ from .recipes import PREFIX, RecipeBook, load_book
 
 @dataclass(frozen=True)
 class Preset:
-    """How goals are ordered and laid out."""
+    """How goals are ordered, split and laid out."""
     name: str
-    deepest_first: bool                        # order of the goal list
+    order: Callable[[RecipeBook], tuple[str, ...]]   # all goals of depth >= 1, preset order
     default_depths: tuple[int, ...]            # depths kept when ``depths=None``
     layout_seed: int | None                    # fixed seed of the shown lines; None = reset seed
     reward_on_get: bool                        # also reward a ``get`` of the goal (AgentGym)
     splits: Callable[[int], dict[str, list[int]]]   # n goals -> {split: indices into the order}
 
 
+def _by_depth(book: RecipeBook, deepest_first: bool) -> list[str]:
+    """Goals of depth >= 1 sorted by depth (stable: ties keep recipe-load order)."""
+    goals = [g for g in book.goal_order if book.depth[g] >= 1]
+    return sorted(goals, key=lambda g: -book.depth[g] if deepest_first else book.depth[g])
+
+
+ADAPT_TEST_SIZE = 200
+
+
+@functools.lru_cache(maxsize=1)
+def adapt_test_goals() -> tuple[str, ...]:
+    """ADaPT's recorded test goals (display names), index = seed."""
+    text = resources.files(__package__).joinpath("data", "adapt_test_goals.json").read_text()
+    rows = json.loads(text)
+    if [r["seed"] for r in rows] != list(range(ADAPT_TEST_SIZE)):
+        raise ValueError("adapt_test_goals.json must list seeds 0-199 in order")
+    return tuple(r["goal"] for r in rows)
+
+
+def _adapt_order(book: RecipeBook) -> tuple[str, ...]:
+    test = tuple(PREFIX + g.replace(" ", "_") for g in adapt_test_goals())
+    missing = [g for g in test if book.depth.get(g, 0) < 2]
+    if missing or len(set(test)) != len(test):
+        raise ValueError(f"ADaPT test goals not craftable at depth >= 2 or repeated: {missing[:5]}")
+    chosen = set(test)
+    return test + tuple(g for g in _by_depth(book, True) if g not in chosen)
+
+
 def _adapt_splits(n: int) -> dict[str, list[int]]:
-    return {"test": list(range(min(200, n))), "train": list(range(200, n)), "all": list(range(n))}
+    return {"test": list(range(ADAPT_TEST_SIZE)), "train": list(range(ADAPT_TEST_SIZE, n)),
+            "all": list(range(n))}
 
 
 def _spread(indices: list[int], k: int) -> list[int]:
@@ -60,9 +98,13 @@ def _agentgym_splits(n: int) -> dict[str, list[int]]:
     return {"test": test, "train": sorted(_spread(rest, 374)), "all": list(range(n))}
 
 
+def _agentgym_order(book: RecipeBook) -> tuple[str, ...]:
+    return tuple(_by_depth(book, False))
+
+
 PRESETS: dict[str, Preset] = {
-    "adapt": Preset("adapt", True, (2, 3, 4), None, False, _adapt_splits),
-    "agentgym": Preset("agentgym", False, (1, 2, 3, 4), 42, True, _agentgym_splits),
+    "adapt": Preset("adapt", _adapt_order, (2, 3, 4), None, False, _adapt_splits),
+    "agentgym": Preset("agentgym", _agentgym_order, (1, 2, 3, 4), 42, True, _agentgym_splits),
 }
 
 
@@ -73,11 +115,8 @@ def get_preset(name: str) -> Preset:
 
 
 def ordered_goals(preset: str, book: RecipeBook | None = None) -> tuple[str, ...]:
-    """All goals of depth >= 1 (item ids) in the preset's order (stable sort on load order)."""
-    book = book or load_book()
-    p = get_preset(preset)
-    goals = [g for g in book.goal_order if book.depth[g] >= 1]
-    return tuple(sorted(goals, key=lambda g: -book.depth[g] if p.deepest_first else book.depth[g]))
+    """All goals of depth >= 1 (item ids) in the preset's order."""
+    return get_preset(preset).order(book or load_book())
 
 
 def check_depths(depths, book: RecipeBook | None = None) -> tuple[int, ...]:
@@ -125,7 +164,8 @@ def resolve_task(task_id, book: RecipeBook | None = None) -> str:
     """Task id -> goal item id; any craftable goal of depth >= 1 is accepted."""
     book = book or load_book()
     if not isinstance(task_id, str):
-        raise TypeError(f"task_id must be a str such as 'stick' or 'textcraft_12', got {type(task_id).__name__}")
+        raise TypeError("task_id must be a str such as 'stick' or 'textcraft_12', got "
+                        f"{type(task_id).__name__}")
     m = _AGENTGYM_ID.fullmatch(task_id)
     if m:
         order = ordered_goals("agentgym", book)

@@ -10,6 +10,7 @@
 from __future__ import annotations
 
 import functools
+import random
 from dataclasses import dataclass, fields
 
 import gymnasium as gym
@@ -60,7 +61,8 @@ class WebShopConfig:
     max_steps: int = 15               # truncation horizon
     fix_option_reward: bool = False   # False keeps the reference's options quirk (see reward.py)
     title_nouns: str = "auto"         # "auto" (spaCy model if installed), "spacy" or "approx"
-    pad_unmatched: bool = True        # list zero-score products after the hits (reference transcripts)
+    pad_unmatched: bool = False       # True: list zero-score products after the hits (the stand-in
+    #                                   ranker of the spec's transcripts; Lucene lists only hits)
 
     def __post_init__(self):
         if self.preset not in PRESETS:
@@ -106,8 +108,11 @@ class WebShopEnv(gym.Env):
     instruction; the agent searches, opens products, picks options and clicks ``buy now``.
 
     **Action space**: ``str``: ``search[keywords]`` (any page) or ``click[x]`` with x a current
-    clickable (``info['admissible_actions']``; ``search[...]`` stands for any query when the search
-    bar is shown). Anything else is a no-op (``action_valid=False``): same page, reward 0.
+    clickable. Anything else is a no-op (``action_valid=False``): same page, reward 0.
+    ``info['admissible_actions']`` lists ``click[x]`` for every current clickable (each can be
+    executed as written) and, while the search bar is shown, the template ``search[...]``, which
+    stands for any query; ``info['action_templates']`` names the templates in the list
+    (verl-agent's prompts show the same list with ``search[<your query>]``).
 
     **Observation space**: ``str``: the page in ``text`` (`` [SEP] ``-joined) or ``text_rich`` mode.
 
@@ -115,6 +120,19 @@ class WebShopEnv(gym.Env):
     or 10 when the score is 1.0 (``'verl_agent'``). ``info['score']`` always holds the score.
 
     **Episode end**: terminated on ``buy now``; truncated after ``max_steps`` steps.
+
+    **Differences from the reference** (text modes, ``web_agent_text_env.py``):
+
+    - After ``buy now`` every step is a no-op (done page, reward 0, ``action_valid=False``, no
+      admissible actions). The reference's ``search[...]`` works from any page, the done page
+      included, so there an agent could search and buy again, scored again.
+    - Search ranks with BM25 in Python (``search.py``); like pyserini, only products holding a query
+      term are listed. The filter prefixes ``<r>``, ``<a>``, ``<c>``, ``<q>`` work as in the reference
+      (``filters.py``), except that ``<r>`` draws from the episode's RNG and ``<a>``/a bare ``<c>``
+      answer instead of raising.
+    - An option value named ``attributes`` (or ``description``, ...) opens that sub page, as there;
+      the Attributes page follows the site's ``attributes_page.html`` (attributes, category, query,
+      product category).
 
     **Arguments**: see :class:`WebShopConfig` (``data_dir``, ``preset``, ``split``, ``goals``,
     ``max_steps``, ``fix_option_reward``, ``observation_mode``, ...). ``reset(options=...)`` takes
@@ -174,7 +192,7 @@ class WebShopEnv(gym.Env):
                                  f"[{self.task_range[0]}, {self.task_range[1]})")
             self.task_id, goal = int(tid), self.goals[int(tid)]
         self.session = Session(self.catalogue, self.engine, goal, self.cfg.fix_option_reward,
-                               self.cfg.title_nouns)
+                               self.cfg.title_nouns, random.Random(int(self.np_random.integers(2**31))))
         self.steps, self.done, self.score = 0, False, 0.0
         return self._obs(), self._info()
 
@@ -218,9 +236,10 @@ class WebShopEnv(gym.Env):
 
     def _info(self) -> dict:
         obs = self._obs()
-        return {"admissible_actions": [] if self.done else self.admissible_actions(),
+        acts = [] if self.done else self.admissible_actions()
+        return {"admissible_actions": acts, "action_templates": [a for a in acts if a == SEARCH_PLACEHOLDER],
                 "available_actions": self.available_actions(), "task_id": self.task_id,
-                "won": self.done and self.score == 1.0, "score": min(self.score, 1.0),
+                "won": self.done and self.score == 1.0, "score": self.score,
                 "anchor": obs, "obs_hash": obs_hash(obs), "instruction": self.session.instruction,
                 "goal_asin": self.session.goal["asin"], "reward_details": self.session.reward_details}
 

@@ -276,7 +276,7 @@ def _product(i: int, asin: str, category: str, root: str, ptype, rng) -> tuple:
     attrs = rng.sample(attr_pool, min(len(attr_pool), rng.randint(2, 4)))
     a1, a2 = attrs[0], attrs[1]
     title = rng.choice(TITLE_TEMPLATES).format(Brand=brand, A1=_title(a1), A2=_title(a2), Noun=_title(noun),
-                                              Extra=rng.choice(EXTRAS))
+                                               Extra=rng.choice(EXTRAS))
     bullets = [f"{_title(a)} " for a in attrs[1:]] + [rng.choice(LAST_BULLETS)]
     pricing = _pricing(lo, hi, rng)
     opts = _options(kinds, rng)

@@ -13,6 +13,8 @@ import json
 
 SUB_PAGES = ("Description", "Features", "Reviews")
 ITEM_BUTTONS = (*SUB_PAGES, "Buy Now")
+# the reference's ACTION_TO_TEMPLATE: Attributes has no button, but a click on it still opens it
+SUB_PAGE_NAMES = tuple(n.lower() for n in (*SUB_PAGES, "Attributes"))
 
 
 def _head(instruction: str) -> list:
@@ -50,7 +52,13 @@ def sub_page(instruction: str, p, which: str) -> list:
     if which == "Description":
         nodes.append(("text", p.description, None))
     elif which == "Features":
-        nodes += [("text", b, None) for b in p.bullet_points]
+        # the template writes '<p> {{bulletpoint}}</p>': a space before each bullet, so even an
+        # empty bullet is a text node (an empty segment in text mode)
+        nodes += [("text", " " + b, None) for b in p.bullet_points]
+    elif which == "Attributes":
+        # attributes_page.html: one ' {{attribute}}' line each, then category, query, product category
+        nodes += [("text", " " + a, None) for a in p.attributes]
+        nodes += [("text", t, None) for t in (p.category, p.query, p.product_category)]
     return nodes                       # Reviews: no reviews are served
 
 
@@ -70,8 +78,10 @@ def done_page(asin: str, options: dict, reward: float) -> list:
 
 
 def _visible(nodes):
-    # an empty string is no text node in HTML; the reference also skips bare newlines
-    return [n for n in nodes if n[1] and n[1] != "\n"]
+    # BeautifulSoup: an empty string is no text node; the reference skips a node that is exactly
+    # '\n' but keeps other whitespace-only ones (' ', '\n\n'): text mode shows them as empty
+    # segments after strip(), text_rich as they are
+    return [n for n in nodes if n[1] not in (None, "", "\n")]
 
 
 def to_text(nodes) -> str:

@@ -1,14 +1,22 @@
-"""WebShop reward (the reference's ``engine/goal.py`` ``get_reward``), term by term.
+"""WebShop reward (the reference's ``engine/goal.py`` ``get_reward``, master), term by term.
 
     score, details = get_reward(product, goal, price, {"size": "9"}, fix_options=False)
 
 total = (n_attr + n_opt + [price <= price_upper]) / (len(goal attrs) + len(goal opts) + 1) * r_type.
 Fuzzy matching is thefuzz's ``token_set_ratio`` (rapidfuzz underneath; thefuzz's ascii filter,
-default processing and integer rounding reproduced). ``fix_options=False`` keeps the reference quirk:
-synthetic goals pass their options as ``dict.items()``, so each goal option is a ``(name, value)``
-tuple, the exact match used for ``size`` never succeeds and other options are fuzzy-matched against
-``str(tuple)``. The type reward's title score needs spaCy noun tags (``en_core_web_lg``/``_sm``);
-without a model, nouns are approximated by content words (labelled in ``details['title_nouns']``).
+default processing and integer rounding reproduced). The option term is master's
+``get_option_reward``: each goal option counts once if some chosen value matches it fuzzily
+(size too); chosen values are never credited for occurring in the title, bullets or description,
+so n_opt <= len(goal opts) and the total never exceeds 1.
+
+``fix_options=False`` keeps the reference quirk: synthetic goals pass their options as
+``dict.items()``, so each goal option is a ``(name, value)`` tuple. ``normalize_color`` maps a tuple
+to a colour only when one of its items *is* a colour name, while a chosen value is mapped whenever
+it merely *contains* one: ``standard`` becomes ``tan`` and ``peppermint`` ``mint``, and then no
+longer matches ``str(("size", "standard"))``. ``fix_options=True`` compares the goal's values, so
+both sides are normalised alike. The type reward's title score needs spaCy noun tags
+(``en_core_web_lg``/``_sm``); without a model, nouns are approximated by content words (labelled
+in ``details['title_nouns']``).
 """
 from __future__ import annotations
 
@@ -25,7 +33,6 @@ COLOR_SET = (
     "navy nude olive orange peach pewter pink plum purple rainbow red rose royal rust sand sapphire "
     "seashell silver skull slate steel stone stonewash sunflower tan taupe teal tiger turquoise violet "
     "walnut wheat white wine yellow").split()
-EXACT_MATCH_OPTS = ("size",)
 _LATIN1 = {i: None for i in range(128, 256)}
 
 
@@ -116,19 +123,11 @@ def attribute_matches(product, goal_attrs) -> int:
     return n
 
 
-def option_matches(product, goal_options, purchased_options: dict) -> int:
-    """Count purchased options that match some goal option (reference loop, size exact)."""
-    purchased = {k: normalize_color(v) for k, v in purchased_options.items()}
+def option_matches(goal_options, purchased_options: dict) -> int:
+    """Goal options matched by some chosen value (master's loop: each goal option counts once)."""
+    chosen = [normalize_color(v) for v in purchased_options.values()]
     goal = [normalize_color(o) for o in goal_options]
-    n = 0
-    for key, value in purchased.items():
-        if key.lower() in EXACT_MATCH_OPTS:
-            matched = value in goal
-        else:
-            matched = any(token_set_ratio(g, value) > 85 for g in goal)
-        if matched or _in_text(value, product):
-            n += 1
-    return n
+    return sum(any(token_set_ratio(c, g) > 85 for c in chosen) for g in goal)
 
 
 def goal_option_list(goal, fix_options: bool) -> list:
@@ -140,11 +139,11 @@ def goal_option_list(goal, fix_options: bool) -> list:
 
 def get_reward(product, goal, price: float, options: dict, fix_options: bool = False,
                nouns_mode: str = "auto"):
-    """Score in [0, 1] (rarely above 1 for human goals with fewer options than bought) + details."""
+    """Score in [0, 1] and its terms."""
     r_type = type_reward(product, goal, nouns_mode)
     r_price = price <= goal["price_upper"]
     n_attr = attribute_matches(product, goal["attributes"])
-    n_opt = option_matches(product, goal_option_list(goal, fix_options), options)
+    n_opt = option_matches(goal_option_list(goal, fix_options), options)
     denom = len(goal["attributes"]) + len(goal["goal_options"]) + 1
     total = (n_attr + n_opt + r_price) / denom
     total *= r_type["r_type"]

@@ -10,9 +10,10 @@ word breaks, approximated for Latin text by the regex below), possessive filter,
 English stop words, Porter stemmer (words of <= 2 letters are left alone, as in Lucene's port).
 Scoring = Lucene BM25 (k1=0.9, b=0.4, idf = ln(1 + (N - df + 0.5) / (df + 0.5)), exact document
 lengths); a query term written twice counts twice (Anserini's bag-of-words query). Hits are ranked
-by score, ties by catalogue order. The reference transcripts list zero-score products after the
-matches (a query with no match still shows the first products); ``pad_unmatched=False`` keeps
-only matching products, as a bare Lucene index would.
+by score, ties by catalogue order. Only products that contain a query term are hits, as with
+pyserini's Lucene index (a query with no match gives an empty page). ``pad_unmatched=True`` lists
+zero-score products after the hits: the spec's transcripts were recorded with a stand-in ranker
+instead of pyserini (no Java), which did that; only their replay needs it.
 """
 from __future__ import annotations
 
@@ -64,7 +65,7 @@ def product_document(p) -> str:
 class SearchEngine:
     """BM25 over the product documents; ``search`` returns catalogue indices."""
 
-    def __init__(self, products, k1: float = 0.9, b: float = 0.4, pad_unmatched: bool = True,
+    def __init__(self, products, k1: float = 0.9, b: float = 0.4, pad_unmatched: bool = False,
                  top_n: int = SEARCH_RETURN_N):
         import bm25s
         self.analyzer = Analyzer()

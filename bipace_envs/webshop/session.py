@@ -12,8 +12,10 @@ State is a handful of fields (no history), so memory stays flat over any number 
 from __future__ import annotations
 
 import json
+import random
 
 from . import pages
+from .filters import filtered_results
 from .reward import get_reward
 
 PRODUCT_WINDOW = 10
@@ -34,8 +36,10 @@ def parse_action(action: str):
 
 
 class Session:
-    def __init__(self, catalogue, engine, goal: dict, fix_options: bool = False, nouns_mode: str = "auto"):
+    def __init__(self, catalogue, engine, goal: dict, fix_options: bool = False, nouns_mode: str = "auto",
+                 rng: random.Random | None = None):
         self.catalogue, self.engine, self.goal = catalogue, engine, goal
+        self.rng = rng or random.Random(0)          # draws the ``<r>`` filter's products
         self.fix_options, self.nouns_mode = fix_options, nouns_mode
         self.instruction = goal["instruction_text"]
         self.reward, self.reward_details = 0.0, None
@@ -53,7 +57,9 @@ class Session:
 
     def search(self, keywords: str):
         self.keywords = keywords.split(" ")
-        self.results = self.engine.search(" ".join(self.keywords))
+        self.results = filtered_results(self.catalogue.products, self.keywords, self.rng)
+        if self.results is None:
+            self.results = self.engine.search(" ".join(self.keywords))
         self._to_results(1)
 
     def click(self, name: str) -> None:
@@ -71,7 +77,9 @@ class Session:
             self._render()
         elif name == "< prev" and self.page_name == "item_page":
             self._to_results(self.page)
-        elif name in ("description", "features", "reviews"):
+        elif name in pages.SUB_PAGE_NAMES:
+            # checked before options, as the reference does: an option value named
+            # 'attributes' (or 'features', ...) opens that page and is not recorded
             self.page_name, self.sub = "item_sub_page", name.capitalize()
             self._render()
         else:

@@ -10,8 +10,10 @@ from agents.prompts import PromptSettings, make_prompter
 from agents.sft import expert_examples
 from fake_env import FakeCraftEnv
 
-PROMPT = ("Crafting commands:\ncraft 4 dark oak planks using 1 dark oak log\ncraft 4 oak planks using 1 oak log\n"
-          "\nGoal: craft dark oak planks.\n[Observation 1: 'Crafted 4 minecraft:oak_planks', Action 1: 'get 1 oak log']")
+PROMPT = ("Crafting commands:\ncraft 4 dark oak planks using 1 dark oak log\n"
+          "craft 4 oak planks using 1 oak log\n"
+          "\nGoal: craft dark oak planks.\n"
+          "[Observation 1: 'Crafted 4 minecraft:oak_planks', Action 1: 'get 1 oak log']")
 RESPONSE = "<action>get 1 dark oak log</action><|im_end|>"
 
 
@@ -32,9 +34,11 @@ def test_renaming_is_consistent_between_prompt_and_answer_and_across_forms():
 
 def test_renaming_leaves_text_without_items_alone_and_is_seeded():
     rename = make_augmenter("textcraft")
-    assert rename(np.random.default_rng(0), "Inventory: You are not carrying anything.", "<action>inventory</action>") \
+    assert rename(np.random.default_rng(0), "Inventory: You are not carrying anything.",
+                  "<action>inventory</action>") \
         == ("Inventory: You are not carrying anything.", "<action>inventory</action>")
-    assert rename(np.random.default_rng(3), PROMPT, RESPONSE) == rename(np.random.default_rng(3), PROMPT, RESPONSE)
+    same_seed = [rename(np.random.default_rng(3), PROMPT, RESPONSE) for _ in range(2)]
+    assert same_seed[0] == same_seed[1]
 
 
 def test_held_out_names_are_never_drawn():
@@ -59,12 +63,15 @@ def test_exploration_adds_detours_that_are_not_targets(tiny):
     _, tok = tiny
     spec = get_env_spec("textcraft")
     prompter = make_prompter("textcraft", PromptSettings(require_think=False, history_length=2))
-    plain = expert_examples(spec, lambda: FakeCraftEnv(max_steps=6), list(range(8)), prompter, tok, max_steps=6)
-    explored = expert_examples(spec, lambda: FakeCraftEnv(max_steps=6), list(range(8)), prompter, tok, max_steps=6,
+    plain = expert_examples(spec, lambda: FakeCraftEnv(max_steps=6), list(range(8)), prompter, tok,
+                            max_steps=6)
+    explored = expert_examples(spec, lambda: FakeCraftEnv(max_steps=6), list(range(8)), prompter, tok,
+                               max_steps=6,
                                seed=1, explore=0.5)
     detoured = [e for e in explored if "Action 1: '" in e.prompt and e not in plain]
     assert detoured, "exploration should put some non-expert actions into the history"
-    for e in explored:          # every target is still an expert action of the fake env (get the ingredient, craft)
+    # every target is still an expert action of the fake env (get the ingredient, craft)
+    for e in explored:
         assert re.fullmatch(r"<action>(get 1 .+|craft 1 .+ using 1 .+)</action><\|im_end\|>", e.response)
     with pytest.raises(ValueError, match="explore"):
         expert_examples(spec, lambda: FakeCraftEnv(), [0], prompter, tok, max_steps=2, explore=1.0)
@@ -103,7 +110,8 @@ def test_renamed_world_is_seeded_per_reset_never_uses_held_out_names_and_rate_ze
     world = RenamedWorld(env, renamer, rate=1.0)
     first = world.reset(seed=11, options={"task_id": train[0]})[0]
     other = world.reset(seed=12, options={"task_id": train[0]})[0]
-    assert world.reset(seed=11, options={"task_id": train[0]})[0] == first != other   # a group shares its world
+    # a group shares its world
+    assert world.reset(seed=11, options={"task_id": train[0]})[0] == first != other
     names = {n.replace("minecraft:", "").replace("_", " ") for n in held_out}
     for seed in range(40):
         world.reset(seed=seed, options={"task_id": train[seed % len(train)]})
@@ -123,7 +131,8 @@ def test_trainer_renames_training_rollouts_only(tmp_path):
     from agents.config import TrainConfig
     from agents.trainer import Trainer
     env_kwargs = '{"preset": "agentgym", "depths": [1, 2]}'
-    cfg = TrainConfig(env="textcraft", env_kwargs=env_kwargs, model="tiny", out_dir=str(tmp_path), rl_rename=1.0,
+    cfg = TrainConfig(env="textcraft", env_kwargs=env_kwargs, model="tiny", out_dir=str(tmp_path),
+                      rl_rename=1.0,
                       batch_tasks=2, group_size=2, max_steps=1, max_new_tokens=4, eval_tasks=2, eval_batch=2,
                       tensorboard=False, progress=False)
     tr = Trainer(cfg)

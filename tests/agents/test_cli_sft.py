@@ -19,14 +19,18 @@ def test_help_documents_every_option():
     assert "--no-progress" in text
 
 
-def test_cli_reports_bad_input(capsys):
+def test_cli_reports_bad_input(capsys, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
     assert main(["--env", "nethack"]) == 2
     assert "unknown env" in capsys.readouterr().err
     assert main(["--env-kwargs", "[1, 2]"]) == 2
+    assert main(["--estimator", "nope"]) == 2
+    assert not (tmp_path / "runs").exists()          # a refused run writes nothing
 
 
 def test_console_script_help_runs():
-    out = subprocess.run([sys.executable, "-m", "agents.cli", "--help"], capture_output=True, text=True, check=True)
+    out = subprocess.run([sys.executable, "-m", "agents.cli", "--help"], capture_output=True, text=True,
+                         check=True)
     assert "--estimator" in out.stdout and "--resume" in out.stdout
 
 
@@ -60,7 +64,8 @@ def test_step_accuracy_counts_the_answers_greedy_decoding_reproduces(tiny):
     for e in ex:
         enc = tok(e.prompt, add_special_tokens=False, return_tensors="pt")
         target = tok(e.response, add_special_tokens=False)["input_ids"]
-        out = model.generate(**enc, max_new_tokens=len(target), do_sample=False, pad_token_id=tok.pad_token_id)
+        out = model.generate(**enc, max_new_tokens=len(target), do_sample=False,
+                             pad_token_id=tok.pad_token_id)
         greedy.append(out[0, enc["input_ids"].shape[1]:].tolist() == target)
     assert 0 < acc < 1 and acc == sum(greedy) / len(ex)
 
@@ -68,13 +73,18 @@ def test_step_accuracy_counts_the_answers_greedy_decoding_reproduces(tiny):
 def test_run_sft_logs_held_out_and_train_step_accuracy(tmp_path, capsys):
     from agents.sft import run_sft
     spec = get_env_spec("textcraft")
-    cfg = TrainConfig(env="textcraft", model="tiny", sft_steps=10, sft_lr=3e-3, sft_batch=4, sft_probe=2, max_steps=3,
+    cfg = TrainConfig(env="textcraft", model="tiny", sft_steps=10, sft_lr=3e-3, sft_batch=4, sft_probe=2,
+                      max_steps=3,
                       out_dir=str(tmp_path))
     settings = PromptSettings(require_think=False)
-    make = lambda: FakeCraftEnv(max_steps=3)
+
+    def make():
+        return FakeCraftEnv(max_steps=3)
+
     run_sft(cfg, spec, make, [0, 1, 2, 3], tmp_path / "ws", settings, held_out=[8, 9])
     lines = [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("sft step")]
-    assert len(lines) == 10 and all("step accuracy held-out" in ln and "step accuracy train" in ln for ln in lines)
+    assert len(lines) == 10
+    assert all("step accuracy held-out" in ln and "step accuracy train" in ln for ln in lines)
     import pytest
     with pytest.raises(ValueError, match="sft_probe"):
         run_sft(dataclasses.replace(cfg, sft_probe=-1), spec, make, [0], tmp_path / "ws2", settings)

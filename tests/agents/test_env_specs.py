@@ -36,7 +36,8 @@ def test_trainer_builds_one_webshop_env_per_split(tmp_path, capsys):
     from agents.trainer import Trainer
     cfg = TrainConfig(env="webshop", estimator="gigpo", model="tiny", out_dir=str(tmp_path), batch_tasks=1,
                       group_size=2, max_steps=2, max_new_tokens=4, iterations=1, eval_every=0, eval_tasks=2,
-                      eval_batch=2, checkpoint_every=0, lora_rank=4, lora_alpha=8, tensorboard=False, progress=False,
+                      eval_batch=2, checkpoint_every=0, lora_rank=4, lora_alpha=8, tensorboard=False,
+                      progress=False,
                       sft_steps=2, sft_episodes=2, sft_batch=2)
     tr = Trainer(cfg)
     assert min(tr.train_tasks) == 500 and max(tr.eval_tasks) < 500     # verl_agent: test = goals [0, 500)
@@ -82,7 +83,8 @@ def test_expert_hook_gives_winning_sft_episodes(env_name, shared_dir, capsys):
     """The SFT expert hook works beyond TextCraft: each rendered episode, replayed, wins its task."""
     import re
     kwargs = ({"split": "test"} if env_name == "webshop"
-              else {"split": "valid_seen", "data_dir": str(shared_dir / "data" / "alfworld"), "task_types": [1]})
+              else {"split": "valid_seen", "data_dir": str(shared_dir / "data" / "alfworld"),
+                    "task_types": [1]})
     spec, make_env, tasks, examples = _expert_data(env_name, kwargs, n_tasks=2, max_steps=30)
     assert "note: the expert won" not in capsys.readouterr().out
     # split the examples back into episodes: each episode's first prompt is a no-history prompt
@@ -110,7 +112,8 @@ def test_alfworld_trainer_warm_starts_and_trains_on_real_games(tmp_path, shared_
                       train_split="valid_seen", eval_split="valid_unseen", estimator="gigpo", model="tiny",
                       out_dir=str(tmp_path), batch_tasks=1, group_size=2, max_steps=3, max_new_tokens=6,
                       iterations=1, eval_every=0, eval_tasks=1, eval_batch=1, checkpoint_every=0, lora_rank=4,
-                      lora_alpha=8, tensorboard=False, progress=False, sft_steps=2, sft_episodes=1, sft_batch=2,
+                      lora_alpha=8, tensorboard=False, progress=False, sft_steps=2, sft_episodes=1,
+                      sft_batch=2,
                       require_think="no")
     tr = Trainer(cfg)
     assert set(tr.train_tasks).isdisjoint(tr.eval_tasks) and tr.train_tasks and tr.eval_tasks

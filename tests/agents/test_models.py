@@ -53,8 +53,21 @@ def test_bf16_and_gradient_checkpointing_train_the_adapter():
     model, tok = load_policy("tiny", dtype="bfloat16", gradient_checkpointing=True)
     model = add_lora(model, LoraSettings(rank=4, alpha=8))
     model.train()
-    logp, _, mask = response_logprobs(model, [torch.tensor([5, 6, 7])], [torch.tensor([8, 9])], tok.pad_token_id)
+    logp, _, mask = response_logprobs(model, [torch.tensor([5, 6, 7])], [torch.tensor([8, 9])],
+                                      tok.pad_token_id)
     (-(logp * mask).sum()).backward()
     grads = [p.grad for n, p in model.named_parameters() if "lora_B" in n]
     assert grads and all(g is not None and torch.isfinite(g.float()).all() for g in grads)
     assert next(model.parameters()).dtype == torch.bfloat16
+
+
+def test_no_future_warnings_from_checkpointing_and_lora(tiny):
+    """transformers 5 renamed gradient checkpointing; peft still reads the old name."""
+    import warnings
+
+    from agents.models import LoraSettings, add_lora, load_policy
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", FutureWarning)
+        model, _ = load_policy("tiny", gradient_checkpointing=True)
+        assert model.is_activation_checkpointing
+        add_lora(model, LoraSettings(rank=4, alpha=8))

@@ -75,3 +75,14 @@ def test_compact_prompts_of_a_task_share_their_head_and_show_what_each_action_ga
     # last h=2 actions, each followed by the observation it produced (the current one last)
     assert "act 1 -> reply 1\nact 2 -> reply 2\nAnswer with" in texts[3] and "act 0" not in texts[3]
     assert "Prior to this step" not in texts[3]
+
+
+def test_textcraft_prompt_shows_the_useful_commands_other_envs_the_admissible_ones():
+    info = {"admissible_actions": ["get 2 oak planks", "inventory"],
+            "useful_commands": ["get 2 oak planks", "craft 1 stick using 2 oak planks", "inventory"]}
+    obs = "Crafting commands:\ncraft 1 stick using 2 oak planks\n\nGoal: craft stick."
+    tc = make_prompter("textcraft", PromptSettings(compact=True, require_think=False))
+    tc.reset(0, obs, info)
+    assert "'craft 1 stick using 2 oak planks', 'inventory']" in tc.user_text(0, obs, info)
+    alf = make_prompter("alfworld")
+    assert alf.shown_actions(info) == info["admissible_actions"]

@@ -11,7 +11,8 @@ from agents.ppo import response_logprobs
 def _collector(tiny, make_env, n=4, **kw):
     model, tok = tiny
     rs = RolloutSettings(max_steps=3, max_new_tokens=6, require_think=False, **kw)
-    return RolloutCollector(model, tok, make_env, n, make_prompter("textcraft", PromptSettings(require_think=False)),
+    return RolloutCollector(model, tok, make_env, n,
+                            make_prompter("textcraft", PromptSettings(require_think=False)),
                             rs, reward_won)
 
 
@@ -26,6 +27,9 @@ def test_rows_groups_and_fields(tiny, fake_env_factory):
         steps = b.step_idx[ro.env_index == e]
         assert steps.tolist() == list(range(len(steps)))
     assert set(b.group_id[ro.env_index < 2]) == {7} and set(b.group_id[ro.env_index >= 2]) == {8}
+    # time-major row order (Rollout docstring): sorted by step, then by env
+    order = list(zip(b.step_idx.tolist(), ro.env_index.tolist()))
+    assert order == sorted(order) and ro.env_index[:4].tolist() == [0, 1, 2, 3]
     # the anchor is the observation the action was taken on: step 0 = the reset text of the task
     first = b.anchor[b.step_idx == 0]
     assert first[0] == first[1] and "Goal: craft oak log block." in first[0] and first[0] != first[2]

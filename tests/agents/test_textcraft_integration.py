@@ -23,7 +23,8 @@ def test_splits_are_disjoint_and_expert_prompts_render(tiny):
     env.close()
     assert train and test and not set(train) & set(test)
     _, tok = tiny
-    ex = expert_examples(spec, _make, train[:3], make_prompter("textcraft", PromptSettings(require_think=False)),
+    ex = expert_examples(spec, _make, train[:3],
+                         make_prompter("textcraft", PromptSettings(require_think=False)),
                          tok, max_steps=2)
     first = ex[0].response
     assert first.startswith("<action>get ") and first.endswith("</action><|im_end|>")
@@ -33,7 +34,8 @@ def test_rollout_on_textcraft_records_env_anchor_and_validity(tiny):
     model, tok = tiny
     spec = get_env_spec("textcraft")
     rs = RolloutSettings(max_steps=2, max_new_tokens=4, require_think=False)
-    col = RolloutCollector(model, tok, _make, 2, make_prompter("textcraft", PromptSettings(require_think=False)),
+    col = RolloutCollector(model, tok, _make, 2,
+                           make_prompter("textcraft", PromptSettings(require_think=False)),
                            rs, spec.reward_map)
     torch.manual_seed(0)
     ro = col.collect(["stick", "stick"], [0, 0], [0, 0])

@@ -143,3 +143,14 @@ def test_update_moves_the_policy_up_the_advantage_weighted_log_likelihood(tmp_pa
     assert after > before
     tr.update(ro, -adv, rng)        # the opposite advantages push it back down
     assert surrogate() < after
+
+
+@pytest.mark.parametrize("estimator, mode, expected", [
+    ("grpo", None, "mean_std_norm"), ("gigpo", None, "mean_norm"), ("hgpo", None, "mean_std_norm"),
+    ("grpo", "mean_norm", "mean_norm")])
+def test_mode_none_means_the_estimators_default_and_is_logged(tmp_path, capsys, estimator, mode, expected):
+    from estimators import REGISTRY
+    tr = _trainer(_cfg(tmp_path, estimator=estimator, mode=mode))
+    assert tr.mode == expected
+    assert mode is not None or REGISTRY[estimator].default_mode == expected
+    assert f"{estimator}: advantage normalisation {expected}" in capsys.readouterr().out

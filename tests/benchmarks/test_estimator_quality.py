@@ -133,7 +133,8 @@ def test_step_term_uses_given_returns_within_each_step_group():
     batch = StepBatch(group_id=[0] * 4, traj_id=[0, 1, 2, 3], step_idx=[0] * 4, reward=[0.0, 0.0, 10.0, 0.0],
                       action_valid=[True] * 4, anchor=["a", "a", "b", "b"], action_key=["x", "y", "x", "x"])
     codes = step_groups(batch, "gigpo")
-    exact = eq.step_term(batch, "gigpo", codes, returns=np.array([1.0, 3.0, 5.0, 5.0]), gamma=0.95, mode="mean_norm")
+    exact = eq.step_term(batch, "gigpo", codes, returns=np.array([1.0, 3.0, 5.0, 5.0]), gamma=0.95,
+                         mode="mean_norm")
     assert np.allclose(exact, [-1.0, 1.0, 0.0, 0.0])
     sampled = eq.step_term(batch, "gigpo", codes, gamma=0.95, mode="mean_norm")
     assert np.allclose(sampled, [0.0, 0.0, 5.0, -5.0])        # the rewards' own returns

@@ -5,7 +5,8 @@ import pytest
 
 from benchmarks import train_table
 
-TINY = ["--model", "tiny", "--sft-steps", "2", "--iterations", "1", "--batch-tasks", "2", "--group-size", "2", "--eval-tasks", "2",
+TINY = ["--model", "tiny", "--sft-steps", "2", "--iterations", "1", "--batch-tasks", "2", "--group-size", "2",
+        "--eval-tasks", "2",
         "--eval-repeats", "1", "--max-steps", "2", "--max-new-tokens", "4", "--threads", "1", "--seeds", "0"]
 
 
@@ -17,7 +18,8 @@ def keep_torch_threads():
     torch.set_num_threads(n)
 
 
-def test_rerun_keeps_finished_runs_adds_missing_ones_and_refuses_other_settings(tmp_path, capsys, keep_torch_threads):
+def test_rerun_keeps_finished_runs_adds_missing_ones_and_refuses_other_settings(
+        tmp_path, capsys, keep_torch_threads):
     out = ["--out", str(tmp_path)]
     train_table.main(out + TINY + ["--estimators", "grpo"])
     first = json.loads((tmp_path / "results.json").read_text())

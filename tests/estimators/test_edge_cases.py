@@ -50,7 +50,8 @@ def test_equal_guard_tolerance_on_float32_discounted_returns():
     rewards = np.float32(10.0) * np.float32(0.95) ** np.arange(4, dtype=np.float32)
     trajs = [(0, [(f"s{k}", 0.0) for k in range(3)] + [("s3", 10.0)]) for _ in range(7)]
     b = make_batch(trajs)
-    b32 = StepBatch(b.group_id, b.traj_id, b.step_idx, b.reward.astype(np.float32), b.action_valid, anchor=b.anchor)
+    b32 = StepBatch(b.group_id, b.traj_id, b.step_idx, b.reward.astype(np.float32), b.action_valid,
+                    anchor=b.anchor)
     R = step_returns(b32, resolve_options("gigpo"))
     np.testing.assert_allclose(R[:4], rewards[::-1], rtol=1e-6)
     for mode in ("mean_norm", "mean_std_norm"):
@@ -66,7 +67,8 @@ def test_equal_guard_can_be_disabled():
 # §10.3 near-equal returns under mean_std_norm ---------------------------------------------------
 def test_penalty_difference_is_amplified_to_one_over_sqrt2():
     b = make_batch([(0, [("s", 0.0)]), (0, [("s", 0.0)])], invalid=[1])
-    step = compute_advantages(b, "gigpo", mode="mean_std_norm") - compute_advantages(b, "grpo", mode="mean_std_norm")
+    step = (compute_advantages(b, "gigpo", mode="mean_std_norm")
+            - compute_advantages(b, "grpo", mode="mean_std_norm"))
     np.testing.assert_allclose(step, [1 / np.sqrt(2), -1 / np.sqrt(2)], rtol=1e-4)
 
 
@@ -154,6 +156,7 @@ def test_gamma_zero_and_one():
 
 @pytest.mark.parametrize("name", available_estimators())
 def test_rows_in_any_order_with_gaps_in_step_idx(name):
-    b = make_batch([(0, [("a", 0.0), ("b", 10.0)]), (0, [("a", 0.0), ("c", 0.0)])], embed=one_hot_embedder("abc"))
+    b = make_batch([(0, [("a", 0.0), ("b", 10.0)]), (0, [("a", 0.0), ("c", 0.0)])],
+                   embed=one_hot_embedder("abc"))
     gapped = b.with_fields(step_idx=b.step_idx * 3)
     np.testing.assert_allclose(compute_advantages(gapped, name), compute_advantages(b, name))

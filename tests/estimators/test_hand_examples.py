@@ -36,7 +36,8 @@ def test_hgpo_by_hand():
     adv = compute_advantages(b, "hgpo", gamma=1.0, mode="mean_norm", history_length=1)
     np.testing.assert_allclose(adv, [5, 6, -5, -4, -2.5, -2.5])
     # alpha = 0: equal weights -> A1 = (7.5 + 5)/2
-    adv0 = compute_advantages(b, "hgpo", gamma=1.0, mode="mean_norm", history_length=1, length_weight_alpha=0.0)
+    adv0 = compute_advantages(b, "hgpo", gamma=1.0, mode="mean_norm", history_length=1,
+                              length_weight_alpha=0.0)
     np.testing.assert_allclose(adv0[1], 6.25)
 
 
@@ -49,7 +50,8 @@ def test_hgpo_uses_population_std_and_base_group():
     np.testing.assert_allclose(gigpo_step, [1 / np.sqrt(2), -1 / np.sqrt(2)], rtol=1e-5)  # unbiased
     # base_group adds A^E (here +-1/sqrt(2)) at weight 1 next to level 1 at weight 2
     based = compute_advantages(b, "hgpo", gamma=1.0, mode="mean_std_norm", history_length=0, base_group=True)
-    np.testing.assert_allclose(based, [(1 / np.sqrt(2) + 2 * 1.0) / 3, -(1 / np.sqrt(2) + 2 * 1.0) / 3], rtol=1e-5)
+    np.testing.assert_allclose(based, [(1 / np.sqrt(2) + 2 * 1.0) / 3, -(1 / np.sqrt(2) + 2 * 1.0) / 3],
+                               rtol=1e-5)
 
 
 def test_bigpo_merges_differently_worded_states_by_hand():

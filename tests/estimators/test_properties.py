@@ -58,7 +58,8 @@ def test_never_nan_or_inf(batch, options, name):
 def test_library_equals_per_row_loop(seed, name, mode):
     rng = np.random.default_rng(seed)
     b = random_batch(rng, groups=3, rollouts=5, max_len=8)
-    opts = dict(gamma=float(rng.choice([0.5, 0.95, 1.0])), mode=mode, pace=str(rng.choice(["q_style", "diff_peer"])),
+    opts = dict(gamma=float(rng.choice([0.5, 0.95, 1.0])), mode=mode,
+                pace=str(rng.choice(["q_style", "diff_peer"])),
                 cross_steps=bool(seed % 2), history_length=int(seed % 3), base_group=bool(seed % 4 == 1),
                 eps=0.05)
     expected = loop_advantages(batch_to_rows(b), name, **opts)
@@ -68,7 +69,7 @@ def test_library_equals_per_row_loop(seed, name, mode):
 def test_similarity_mode_equals_exact_mode_for_dissimilar_texts():
     b = random_batch(np.random.default_rng(3))
     # anchors are "obs 0".."obs 3": ratio 0.8 between any two, so thresh 0.9 separates all of them
-    np.testing.assert_array_equal(compute_advantages(b, "gigpo", enable_similarity=True, similarity_thresh=0.9),
-                                  compute_advantages(b, "gigpo"))
+    apart = compute_advantages(b, "gigpo", enable_similarity=True, similarity_thresh=0.9)
+    np.testing.assert_array_equal(apart, compute_advantages(b, "gigpo"))
     merged = compute_advantages(b, "gigpo", enable_similarity=True, similarity_thresh=0.7, step_weight=1.0)
     assert not np.allclose(merged, compute_advantages(b, "gigpo"))

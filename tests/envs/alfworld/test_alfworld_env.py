@@ -179,7 +179,8 @@ def test_planner_timeout_forks_and_gives_up_cleanly(alfworld_data):
     """With a timeout the planner runs in a forked child: a generous limit gives the in-process plan,
     a tiny one gives no action (and says so) instead of blocking the episode."""
     import time
-    free = ALFWorldEnv(data_dir=alfworld_data, split="valid_seen", task_types=[1], expert=True, expert_mode="planner")
+    free = ALFWorldEnv(data_dir=alfworld_data, split="valid_seen", task_types=[1], expert=True,
+                       expert_mode="planner")
     limited = ALFWorldEnv(data_dir=alfworld_data, split="valid_seen", task_types=[1], expert=True,
                           expert_mode="planner", planner_timeout=60)
     tiny = ALFWorldEnv(data_dir=alfworld_data, split="valid_seen", task_types=[1], expert=True,

@@ -29,7 +29,7 @@ def test_generation_is_deterministic_across_processes_and_hash_seeds(tmp_path):
     args = ("test", "pick_two_obj_and_place", 3)
     a = Path(generator.ensure_game(*args, cache_dir=tmp_path / "a")).parent
     code = ("import sys; from bipace_envs.alfworld.generator import ensure_game; "
-            f"ensure_game('test', 'pick_two_obj_and_place', 3, cache_dir=sys.argv[1])")
+            "ensure_game('test', 'pick_two_obj_and_place', 3, cache_dir=sys.argv[1])")
     env = dict(os.environ, PYTHONHASHSEED="12345", PYTHONPATH=str(REPO))
     subprocess.run([sys.executable, "-c", code, str(tmp_path / "b")], check=True, env=env, cwd=tmp_path)
     b = generator.game_dir(tmp_path / "b", *args)
@@ -108,3 +108,29 @@ def test_cache_location_override(monkeypatch, tmp_path):
     assert generator.cache_root() == Path(os.path.expanduser("~/.cache/bipace/alfworld"))
     with pytest.raises(ValueError, match="unknown split"):
         generator.ensure_game("valid_seen", "pick_and_place_simple", 0, cache_dir=tmp_path)
+
+
+def test_planner_solved_draws_are_kept(gen_cache, tmp_path):
+    """test/pick_two/5: the handcoded expert loses the first draw and Fast Downward wins it (about
+    5 s here), so it is kept, with the planner's walkthrough; handcoded-only generation redraws it."""
+    import json
+    engine = Engine()
+    path = Path(generator.ensure_game("test", "pick_two_obj_and_place", 5, cache_dir=gen_cache,
+                                      engine=engine))
+    scene = json.loads((path.parent / "traj_data.json").read_text())["scene"]
+    assert (scene["expert"], scene["attempt"]) == ("planner", 0)
+    game = json.loads(path.read_text())
+    engine.load(str(path))
+    state = engine.reset()
+    for action in game["walkthrough"]:
+        state, _, _ = engine.step(action)
+    assert state["won"]
+    old = Path(generator.ensure_game("test", "pick_two_obj_and_place", 5, cache_dir=tmp_path,
+                                     engine=engine, planner_timeout=None))
+    old_scene = json.loads((old.parent / "traj_data.json").read_text())["scene"]
+    assert old_scene["expert"] == "handcoded" and old_scene["attempt"] >= 1
+    # a game the handcoded expert wins at once is the same either way (same draws)
+    a = generator.ensure_game("test", "pick_two_obj_and_place", 3, cache_dir=gen_cache, engine=engine)
+    b = generator.ensure_game("test", "pick_two_obj_and_place", 3, cache_dir=tmp_path, engine=engine,
+                              planner_timeout=None)
+    assert Path(a).read_bytes() == Path(b).read_bytes()

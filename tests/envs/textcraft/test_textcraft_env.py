@@ -15,6 +15,7 @@ from gymnasium.utils.env_checker import check_env
 import bipace_envs  # noqa: F401
 from bipace_envs.common import obs_hash
 from bipace_envs.textcraft import list_tasks
+from bipace_envs.textcraft.engine import Crafter
 from bipace_envs.textcraft.recipes import load_book
 from bipace_envs.textcraft.tasks import goal_pool
 
@@ -37,7 +38,8 @@ def test_info_keys_and_values_on_reset_and_step():
     assert KEYS <= set(info) and "action_valid" not in info
     assert info["anchor"] == obs and info["obs_hash"] == obs_hash(obs) and info["won"] is False
     assert obs.startswith("Crafting commands:\n") and obs.endswith(f"Goal: craft {info['goal']}.")
-    assert all(isinstance(a, str) for a in info["admissible_actions"]) and "inventory" in info["admissible_actions"]
+    assert all(isinstance(a, str) for a in info["admissible_actions"])
+    assert "inventory" in info["admissible_actions"]
     obs, reward, term, trunc, info = env.step("inventory")
     assert KEYS | {"action_valid"} <= set(info)
     assert obs == "Inventory: You are not carrying anything." and info["action_valid"] is True
@@ -46,11 +48,35 @@ def test_info_keys_and_values_on_reset_and_step():
     assert obs == "Could not execute dance" and info["action_valid"] is False
 
 
-def test_admissible_lists_the_shown_lines_the_tree_gets_and_inventory():
+def test_admissible_actions_are_the_useful_commands_that_succeed_now():
+    """Issue 18: an empty inventory cannot craft, so no craft is admissible at reset; once the
+    ingredient is held the craft is; every admissible command succeeds, every other useful
+    command fails, at each step of an expert episode with detours."""
+    env = make(preset="agentgym").unwrapped
+    obs, info = env.reset(seed=0, options={"task_id": "crafting_table"})
+    assert "craft 4 oak planks using 1 oak logs" in info["useful_commands"]
+    assert not any(a.startswith("craft ") for a in info["admissible_actions"])
+    assert "get 1 oak logs" in info["admissible_actions"] and "inventory" in info["admissible_actions"]
+    info = env.step("get 1 oak logs")[-1]
+    assert "craft 4 oak planks using 1 oak logs" in info["admissible_actions"]
+    book = load_book()
+    for task in ("crafting_table", "textcraft_300", "textcraft_500"):
+        obs, info = env.reset(seed=1, options={"task_id": task})
+        plan = ["get 3 oak logs"] + env.expert_actions()
+        for action in plan:
+            for command in info["useful_commands"]:
+                game = Crafter(book, env.goal)
+                game.inventory = env.inventory
+                assert game.execute(command).succeeded == (command in info["admissible_actions"]), command
+            obs, reward, term, trunc, info = env.step(action)
+        assert info["won"]
+
+
+def test_useful_commands_list_the_shown_lines_the_tree_gets_and_inventory():
     env = make().unwrapped
     obs, info = env.reset(seed=0)
     shown = obs.split("\n\n")[0].split("\n")[1:]
-    adm = info["admissible_actions"]
+    adm = info["useful_commands"]
     assert set(shown) <= set(adm)
     assert [a for a in env.expert_actions() if a.startswith("get ")] == \
         [a for a in adm if a in env.expert_actions() and a.startswith("get ")]
@@ -109,6 +135,25 @@ def test_splits_are_disjoint_and_sized(preset):
         assert len(test) == 200 and train | test == full
 
 
+def test_adapt_test_split_is_adapts_recorded_seed_to_goal_list(shared_dir):
+    """Seeds 0-199 play the goal ADaPT's own runs recorded for them (test and all splits);
+    train is the other 197 goals of depth >= 2."""
+    import json
+    rows = json.loads((shared_dir / "data" / "textcraft" / "adapt_test_goals.json").read_text())
+    recorded = [r["goal"] for r in sorted(rows, key=lambda r: r["seed"])]
+    assert len(recorded) == 200
+    for split in ("test", "all"):
+        env = make(preset="adapt", split=split).unwrapped
+        played = [env.reset(seed=s)[1]["goal"] for s in range(200)]
+        assert played == recorded, split
+    assert [t.replace("_", " ") for t in list_tasks("adapt", "test")] == recorded
+    book = load_book()
+    train = list_tasks("adapt", "train")
+    assert len(train) == 197 and not set(train) & {g.replace(" ", "_") for g in recorded}
+    deep = {g for g in book.goal_order if book.depth[g] >= 2}
+    assert {"minecraft:" + t for t in train} | {"minecraft:" + g.replace(" ", "_") for g in recorded} == deep
+
+
 def test_depth_filter_and_orders():
     book = load_book()
     for depths in [(2, 3), (1, 2), (4,)]:
@@ -149,7 +194,8 @@ EPISODE_SCRIPT = textwrap.dedent("""
         obs, info = env.reset(seed=seed)
         rng = random.Random(seed)
         h.update(repr((obs, info)).encode())
-        for a in env.expert_actions() + rng.sample(info["admissible_actions"], min(5, len(info["admissible_actions"]))):
+        acts = info["admissible_actions"]
+        for a in env.expert_actions() + rng.sample(acts, min(5, len(acts))):
             h.update(repr(env.step(a)).encode())
     env.reset(seed=9)
     for _ in range(3):
@@ -208,7 +254,8 @@ def test_vector_envs(vector):
         for _ in range(40):
             actions = tuple(str(a) for a in info["expert_action"])
             obs, reward, term, trunc, info = envs.step(actions)
-            assert len(info["admissible_actions"]) == 2 and set(info["task_id"]) <= set(list_tasks("adapt", "test"))
+            assert len(info["admissible_actions"]) == 2
+            assert set(info["task_id"]) <= set(list_tasks("adapt", "test"))
             won = [w or bool(t) for w, t in zip(won, term)]
             if all(won):
                 break

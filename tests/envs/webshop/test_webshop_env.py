@@ -34,11 +34,16 @@ def test_info_contract_and_admissible_actions(env):
     obs, info = env.reset(seed=1, options={"task_id": 600})
     assert INFO_KEYS <= set(info) and info["task_id"] == 600
     assert info["admissible_actions"] == ["search[...]"] and info["obs_hash"] == obs_hash(info["anchor"])
+    assert info["action_templates"] == ["search[...]"]          # named: it stands for any query
     obs, r, term, trunc, info = env.step("search[running shoes]")
     assert info["action_valid"] and INFO_KEYS <= set(info) and not info["won"]
     assert info["admissible_actions"][:2] == ["click[back to search]", "click[next >]"]
     assert all(a.startswith("click[") for a in info["admissible_actions"])
-    assert len(info["admissible_actions"]) == 2 + 10
+    assert len(info["admissible_actions"]) == 2 + 10 and info["action_templates"] == []
+    for action in info["admissible_actions"]:                  # every non-template executes now
+        env.reset(seed=1, options={"task_id": 600})
+        env.step("search[running shoes]")
+        assert env.step(action)[-1]["action_valid"], action
 
 
 def test_session_rules(env):
@@ -138,7 +143,7 @@ def test_data_dir_checks(tmp_path, fixture_dir):
     with pytest.raises(DataFilesError) as err:
         load_catalogue(tmp_path)
     assert all(n in str(err.value) for n in ("items_shuffle_1000.json", "items_ins_v2_1000.json",
-                                                "items_human_ins.json"))
+                                             "items_human_ins.json"))
     for f in fixture_dir.iterdir():
         shutil.copy(f, tmp_path / f.name)
     with pytest.raises(DataFilesError, match="size mismatch.*items_shuffle_1000.json"):
@@ -200,7 +205,8 @@ def test_text_rich_marks_every_clicked_option(fixture_dir):
     for a in ("search[shoes]", "click[b000000001]", "click[navy blue]", "click[9]"):
         obs = e.step(a)[0]
     assert obs.startswith("You have clicked 9.\nYou have clicked navy blue.\nInstruction:\n")
-    assert "  [clicked button] navy blue [clicked button_]\n" in obs and "  [button] black | white [button_]" in obs
+    assert "  [clicked button] navy blue [clicked button_]\n" in obs
+    assert "  [button] black | white [button_]" in obs
 
 
 def test_exact_title_nouns_need_a_spacy_model():

@@ -50,7 +50,8 @@ def test_synthetic_weights(catalogue):
 def test_human_goals_format(catalogue):
     goals = build_goals(catalogue, "human", seed=0)
     n_raw = sum(len(p.human_instructions) for p in catalogue.products)
-    n_empty = sum(not ins["instruction_attributes"] for p in catalogue.products for ins in p.human_instructions)
+    n_empty = sum(not ins["instruction_attributes"]
+                  for p in catalogue.products for ins in p.human_instructions)
     assert len(goals) == n_raw - n_empty > 1500               # empty-attribute instructions skipped
     g = goals[0]
     ins = next(i for i in catalogue.by_asin[g["asin"]].human_instructions

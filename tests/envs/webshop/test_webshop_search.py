@@ -43,7 +43,7 @@ def naive_rank(docs, query, k1=0.9, b=0.4, top=50):
                 idf = math.log(1 + (n - df[t] + 0.5) / (df[t] + 0.5))
                 s += idf * tf[t] / (tf[t] + k1 * (1 - b + b * len(d) / avgdl))
         scores.append(s)
-    order = sorted(range(n), key=lambda i: (-scores[i], i))[:top]
+    order = [i for i in sorted(range(n), key=lambda i: (-scores[i], i))[:top] if scores[i] > 0]
     return order, scores
 
 
@@ -67,7 +67,7 @@ def test_ranking_matches_naive_bm25(catalogue, engine, query):
     docs = [naive_analyze(product_document(p)) for p in catalogue.products]
     want, want_scores = naive_rank(docs, query)
     got = engine.search(query)
-    assert got == want                                     # ties (incl. zero scores) in catalogue order
+    assert got == want                      # only documents with a query term; ties in catalogue order
     assert engine.scores(query)[got] == pytest.approx([want_scores[i] for i in want], rel=1e-9)
 
 
@@ -82,7 +82,12 @@ def test_tie_order_is_catalogue_order(engine, catalogue):
     assert hits.index(1) < hits.index(2) and hits[:2] == [1, 2]
 
 
-def test_unpadded_search_returns_only_matches(catalogue):
-    eng = SearchEngine(catalogue.products, pad_unmatched=False)
-    assert eng.search("zzzz unknownword") == []
-    assert 0 < len(eng.search("lavender")) <= 50
+def test_search_returns_only_matches_unless_padded(catalogue, engine):
+    """Lucene lists only documents that contain a query term; padding is opt-in (the transcripts'
+    stand-in ranker)."""
+    assert engine.search("zzzz unknownword") == []
+    hits = engine.search("vegan")
+    assert len(hits) == 7 and (engine.scores("vegan")[hits] > 0).all()   # 7 of 600 products say vegan
+    padded = SearchEngine(catalogue.products, pad_unmatched=True)
+    assert padded.search("zzzz unknownword") == list(range(50))
+    assert padded.search("vegan")[:7] == hits and len(padded.search("vegan")) == 50

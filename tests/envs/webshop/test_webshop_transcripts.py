@@ -12,7 +12,7 @@ import bipace_envs  # noqa: F401  (registers the envs)
 
 def _parse_text_transcript(path):
     lines = path.read_text().splitlines()
-    goals = [ast.literal_eval(l.strip()) for l in lines[lines.index("GOALS 5") + 1:][:5]]
+    goals = [ast.literal_eval(ln.strip()) for ln in lines[lines.index("GOALS 5") + 1:][:5]]
     steps, i = [], 0
     while i < len(lines):
         if lines[i].startswith("===== "):
@@ -23,14 +23,14 @@ def _parse_text_transcript(path):
             i += 3
         else:
             i += 1
-    rewards = [float(l.split("reward=")[1].split()[0]) for l in lines if l.startswith(">>> ")]
+    rewards = [float(ln.split("reward=")[1].split()[0]) for ln in lines if ln.startswith(">>> ")]
     return goals, steps, rewards
 
 
 def _parse_rich_transcript(path):
     text = path.read_text()
     head, *chunks = text.split("\n>>> ")
-    goal_line = next(l for l in head.splitlines() if l.startswith("GOALS "))
+    goal_line = next(ln for ln in head.splitlines() if ln.startswith("GOALS "))
     first_obs = ast.literal_eval(head.splitlines()[-1])
     steps = []
     for k, chunk in enumerate(chunks):
@@ -44,8 +44,9 @@ def _parse_rich_transcript(path):
 
 def test_text_transcript_replays_exactly(fixture_dir, specs_dir):
     goals, steps, rewards = _parse_text_transcript(specs_dir / "webshop-text-transcript.txt")
+    # pad_unmatched: the transcripts' stand-in ranker listed non-matching products too
     env = gym.make("bipace/WebShop-v0", data_dir=str(fixture_dir), verify_hashes=False, split="all",
-                   fix_option_reward=True, reward_mode="score").unwrapped
+                   fix_option_reward=True, reward_mode="score", pad_unmatched=True).unwrapped
     assert steps[0][0] == "reset"
     obs, info = env.reset(options={"goal": goals[0]})
     assert obs == steps[0][1]
@@ -74,7 +75,8 @@ def test_text_rich_transcript_replays_exactly(fixture_dir, specs_dir):
     (goal_tuple,), first_obs, steps = _parse_rich_transcript(specs_dir / "webshop-text-rich-transcript.txt")
     instruction, options, attributes, price_upper = goal_tuple
     env = gym.make("bipace/WebShop-v0", data_dir=str(fixture_dir), verify_hashes=False, split="all",
-                   goals="human", observation_mode="text_rich", reward_mode="score").unwrapped
+                   goals="human", observation_mode="text_rich", reward_mode="score",
+                   pad_unmatched=True).unwrapped
     assert len(env.goals) == 1 and env.goals[0]["goal_options"] == options
     goal = dict(env.goals[0], instruction_text=instruction, price_upper=price_upper)
     obs, _ = env.reset(options={"goal": goal})
