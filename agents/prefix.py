@@ -7,7 +7,8 @@ only each row's own suffix (history, observation) and response go through the mo
 
     split = split_prompts(prompt_ids, keys, pad_id)          # keys: one hashable per row (task id)
     cache = prefill(model, split)                            # (rows, Lp) KV cache, expanded per row
-    out = model.generate(input_ids=split.full_ids(), attention_mask=split.full_mask(), **{cache_kwarg(model): cache})
+    out = model.generate(input_ids=split.full_ids(), attention_mask=split.full_mask(),
+                         **{cache_kwarg(model): cache})
 
 ``shared_response_logits`` is the teacher-forced twin used by PPO and SFT; gradients flow through the
 prefix's cache into the adapter, so it equals the plain forward (tests/agents/test_prefix.py). Position ids
@@ -114,7 +115,8 @@ def prefill(model, split: PromptSplit):
     the caller's grad mode: with grad on, the cache carries gradients back to the prefix."""
     dev = next(model.parameters()).device
     ids, mask = split.prefix_ids.to(dev), split.prefix_mask.to(dev)
-    out = model(input_ids=ids, attention_mask=mask, position_ids=positions(mask), use_cache=True, logits_to_keep=1)
+    out = model(input_ids=ids, attention_mask=mask, position_ids=positions(mask), use_cache=True,
+                logits_to_keep=1)
     cache = _output_cache(out)
     cache.batch_select_indices(split.row_prefix.to(dev))
     return cache

@@ -166,8 +166,10 @@ class RolloutCollector:
         longest = max(len(x) for x in ids)
         if longest > self.s.max_prompt_tokens:
             if self.s.truncation != "left":
-                raise ValueError(f"a prompt has {longest} tokens > max_prompt_tokens={self.s.max_prompt_tokens}; "
-                                 "raise --max-prompt-tokens, shorten --history-length, or use --truncation left")
+                raise ValueError(f"a prompt has {longest} tokens > "
+                                 f"max_prompt_tokens={self.s.max_prompt_tokens}; "
+                                 "raise --max-prompt-tokens, shorten --history-length, or use "
+                                 "--truncation left")
             ids = [x[-self.s.max_prompt_tokens:] for x in ids]
         split = split_prompts(ids, keys, self.tok.pad_token_id)
         cache = prefill(self.model, split)

@@ -131,10 +131,13 @@ def sft(model, tokenizer, examples: list[SftExample], steps: int, lr: float, bat
             queue = [buckets[k] for k in rng.permutation(len(buckets))]
         drawn = [examples[i] for i in queue.pop()]
         if augment is not None and augment_prob > 0:
-            drawn = [SftExample(*augment(rng, e.prompt, e.response), e.key) if rng.random() < augment_prob else e
+            drawn = [SftExample(*augment(rng, e.prompt, e.response), e.key)
+                     if rng.random() < augment_prob else e
                      for e in drawn]
-        keys = [e.key if e.key is not None else ("row", k) for k, e in enumerate(drawn)] if share_prefix else None
-        logp, _, mask = response_logprobs(model, [ids(e.prompt) for e in drawn], [ids(e.response) for e in drawn],
+        keys = ([e.key if e.key is not None else ("row", k) for k, e in enumerate(drawn)]
+                if share_prefix else None)
+        logp, _, mask = response_logprobs(model, [ids(e.prompt) for e in drawn],
+                                          [ids(e.response) for e in drawn],
                                           tokenizer.pad_token_id, with_entropy=False, keys=keys)
         loss = -(logp * mask).sum() / mask.sum()
         opt.zero_grad(set_to_none=True)
@@ -203,7 +206,8 @@ def run_sft(cfg, spec, make_env, tasks, path: Path, prompt_settings, held_out=()
         model = add_lora(model, LoraSettings(rank=cfg.lora_rank, alpha=cfg.lora_alpha, mlp=cfg.lora_mlp,
                                              top_layers=cfg.lora_layers))
     sft(model, tok, examples, cfg.sft_steps, cfg.sft_lr, cfg.sft_batch, cfg.seed, augment=augment,
-        augment_prob=cfg.sft_rename, probes=probes, share_prefix=cfg.share_prefix and not cfg.gradient_checkpointing,
+        augment_prob=cfg.sft_rename, probes=probes,
+        share_prefix=cfg.share_prefix and not cfg.gradient_checkpointing,
         progress=cfg.progress)
     if mode == "lora":
         model = model.merge_and_unload()

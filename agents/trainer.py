@@ -235,7 +235,8 @@ class Trainer:
         batch = ro.batch
         if "old_logp_sum" in REGISTRY[c.estimator].needs:      # GACA: the rollout policy's per-row log-probs
             batch = batch.with_fields(**row_logp_sums(ro.response_ids, self._old_logprobs(ro)))
-        return compute_advantages(batch, c.estimator, gamma=c.gamma, mode=self.mode, step_weight=c.step_weight,
+        return compute_advantages(batch, c.estimator, gamma=c.gamma, mode=self.mode,
+                                  step_weight=c.step_weight,
                                   invalid_penalty=c.invalid_penalty, eps=c.eps, pace=c.pace,
                                   **c.estimator_options_dict())
 

@@ -1,7 +1,8 @@
 """``bipace-compare``: learning curves of several estimators x seeds on one env, with the trainer.
 
     bipace-compare                                           # embedded default: SmolLM2-135M, TextCraft, CPU
-    bipace-compare --preset tiny                             # the 1M-parameter model (fast, does not generalise)
+    bipace-compare --preset tiny                             # the 1M-parameter model (fast, does not
+                                                             # generalise)
     bipace-compare --estimators grpo gigpo bipace --seeds 0 1 2 --iterations 20 --out runs/compare
     bipace-compare --preset qwen1.5b --env alfworld --estimators grpo gigpo bipace --seeds 0 1 2
     bipace-compare --set lr=1e-4 --set env_kwargs='{"depths": [1]}'   # any agents.config.TrainConfig field
@@ -46,8 +47,10 @@ PRESETS: dict[str, dict] = {
     # It shows how the estimators behave on a real model; benchmarks/train_table.py measures learning.
     "embedded": {
         "estimators": ["grpo", "gigpo", "bipace"], "seeds": [0, 1],
-        "config": dict(env="textcraft", model="smollm2-135m", env_kwargs='{"preset": "agentgym", "depths": [1, 2]}',
-                       max_steps=6, history_length=6, show_admissible=False, max_new_tokens=32, temperature=1.0,
+        "config": dict(env="textcraft", model="smollm2-135m",
+                       env_kwargs='{"preset": "agentgym", "depths": [1, 2]}',
+                       max_steps=6, history_length=6, show_admissible=False, max_new_tokens=32,
+                       temperature=1.0,
                        batch_tasks=4, group_size=4, lr=1e-4, lora_rank=16, lora_alpha=32, skip_zero_adv=True,
                        mini_batch_rows=64, micro_batch_rows=16, iterations=3, eval_every=0, eval_tasks=24,
                        eval_batch=24, checkpoint_every=0, sft_steps=60, sft_lr=2e-4, sft_batch=8, threads=2,
@@ -139,7 +142,8 @@ def read_run(run_dir: Path, estimator: str, seed: int, start_eval: tuple = ("", 
     evals = {0: start_eval} if start_eval != ("", "") else {}
     if (run_dir / "eval.csv").exists():
         with open(run_dir / "eval.csv") as f:
-            evals.update({int(r["iteration"]): (r["eval_success"], r.get("eval_n", "")) for r in csv.DictReader(f)})
+            evals.update({int(r["iteration"]): (r["eval_success"], r.get("eval_n", ""))
+                          for r in csv.DictReader(f)})
     rows = []
     if 0 in evals:
         rows.append({"estimator": estimator, "seed": seed, "iteration": 0, "eval_success": evals[0][0],
@@ -268,7 +272,10 @@ def summary_table(rows: list[dict], estimators: list[str], walls: dict, last: in
         ev_end = _pooled([e[0] for e in ends], [e[1] for e in ends])
         has_start = len(ev_its) and ev_its[0] == 0
         ev_start = _pooled(ev[:, 0], ev_n[:, 0]) if has_start else (float("nan"), 0.0)
-        per_seed = lambda key: [_nanmean(_num([r for r in mine if int(r["seed"]) == s], key)) for s in seeds]
+
+        def per_seed(key):
+            return [_nanmean(_num([r for r in mine if int(r["seed"]) == s], key)) for s in seeds]
+
         lines.append("| " + " | ".join([
             est, str(len(seeds)), _rate(*final), _rate(*ev_end), _rate(*ev_start),
             _ms(np.array(per_seed("singleton_rate")) * 100), _ms(per_seed("clusters_per_group")),
@@ -278,14 +285,16 @@ def summary_table(rows: list[dict], estimators: list[str], walls: dict, last: in
     return "\n".join(lines) + "\n"
 
 
-def write_outputs(rows, estimators, walls, out: Path, title: str, last: int, episodes_per_iteration: int) -> str:
+def write_outputs(rows, estimators, walls, out: Path, title: str, last: int,
+                  episodes_per_iteration: int) -> str:
     with open(out / "curves.csv", "w", newline="") as f:
         w = csv.DictWriter(f, CSV_FIELDS, extrasaction="ignore")
         w.writeheader()
         w.writerows(rows)
     table = summary_table(rows, estimators, walls, last,
-                          f"{title}. Success rates: pooled over seeds ± 95% CI half-width over their n episodes; "
-                          "other figures: mean over seeds ± 95% t-interval half-width.", episodes_per_iteration)
+                          f"{title}. Success rates: pooled over seeds ± 95% CI half-width over their n "
+                          "episodes; other figures: mean over seeds ± 95% t-interval half-width.",
+                          episodes_per_iteration)
     (out / "summary.md").write_text(table)
     plot(rows, estimators, out / "curves.png", title)
     return table
@@ -368,7 +377,8 @@ def main(argv=None) -> int:
         rows += read_run(run_dir, est, seed, start_eval)
         if not rows[0]["iteration"] and start_eval == ("", ""):
             start_eval = (rows[0]["eval_success"], rows[0]["eval_n"])
-        write_outputs(rows, estimators, walls, out, title, args.last, per_it)   # partial results survive a crash
+        # partial results survive a crash
+        write_outputs(rows, estimators, walls, out, title, args.last, per_it)
     table = write_outputs(rows, estimators, walls, out, title, args.last, per_it)
     print(table)
     print(f"wrote {out / 'curves.csv'}, {out / 'curves.png'}, {out / 'summary.md'}")

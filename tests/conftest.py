@@ -28,6 +28,8 @@ def ray_local():
     ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
     yield ray
     ray.shutdown()
+
+
 @pytest.fixture(scope="session", autouse=True)
 def _no_runs_folder_in_checkout():
     """Tests write under tmp_path; a ``runs/`` left in the checkout means one used a default path."""

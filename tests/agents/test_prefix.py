@@ -7,14 +7,19 @@ from agents.prefix import cache_kwarg, common_prefix_len, prefill, split_prompts
 
 
 def _prompts(tok):
-    head = "<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n<|im_start|>user\nGoal: craft stick.\n"
+    head = ("<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n"
+            "<|im_start|>user\nGoal: craft stick.\n")
     texts = [head + "get 2 oak planks -> Got 2 oak planks<|im_end|>\n<|im_start|>assistant\n",
              head + "Step 1<|im_end|>\n<|im_start|>assistant\n",
              "<|im_start|>system\nOther<|im_end|>\n<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n",
              head + "Step 1<|im_end|>\n<|im_start|>assistant\n"]
-    answers = ["<action>craft 4 stick using 2 oak planks</action><|im_end|>", "<action>get</action><|im_end|>",
+    answers = ["<action>craft 4 stick using 2 oak planks</action><|im_end|>",
+               "<action>get</action><|im_end|>",
                "hello<|im_end|>", "x"]
-    ids = lambda t: torch.tensor(tok(t, add_special_tokens=False)["input_ids"])
+
+    def ids(t):
+        return torch.tensor(tok(t, add_special_tokens=False)["input_ids"])
+
     return [ids(t) for t in texts], [ids(a) for a in answers], ["stick", "stick", "other", "stick"]
 
 
@@ -38,7 +43,7 @@ def test_split_cuts_after_each_keys_common_prefix_and_keeps_a_token_per_row():
     assert split.prefix_mask.tolist() == [[1, 1, 1], [1, 1, 1], [0, 0, 0]]
     full = split.full_ids()
     assert [full[r][split.full_mask()[r].bool()].tolist() for r in range(4)] == [a.tolist(), b.tolist(),
-                                                                                  a.tolist(), [7]]
+                                                                                 a.tolist(), [7]]
 
 
 def test_shared_logits_and_gradients_equal_the_plain_forward():

@@ -59,12 +59,16 @@ def test_messages_always_have_a_system_turn_and_unknown_env_fails():
 def test_compact_textcraft_without_admissible_puts_goal_before_recipes():
     settings = PromptSettings(compact=True, require_think=False, show_admissible=False)
     first = _run(make_prompter("textcraft", settings), 0)
-    assert "Your task is to: Goal: craft stick.\nCrafting commands:\ncraft 1 stick using 2 oak planks\n" in first
+    assert ("Your task is to: Goal: craft stick.\nCrafting commands:\n"
+            "craft 1 stick using 2 oak planks\n" in first)
     assert "observation is: the crafting commands" in first       # the recipes are shown once
     later = _run(make_prompter("textcraft", settings), 1)
-    assert "Your task is to: Goal: craft stick.\nCrafting commands:\ncraft 1 stick using 2 oak planks\n" in later
-    full = _run(make_prompter("textcraft", PromptSettings(show_admissible=False)), 0)   # full prompts: env text as is
-    assert "observation is: Crafting commands:\ncraft 1 stick using 2 oak planks\n\nGoal: craft stick." in full
+    assert ("Your task is to: Goal: craft stick.\nCrafting commands:\n"
+            "craft 1 stick using 2 oak planks\n" in later)
+    # full prompts: env text as is
+    full = _run(make_prompter("textcraft", PromptSettings(show_admissible=False)), 0)
+    assert ("observation is: Crafting commands:\ncraft 1 stick using 2 oak planks\n\n"
+            "Goal: craft stick." in full)
 
 
 def test_compact_prompts_of_a_task_share_their_head_and_show_what_each_action_gave():

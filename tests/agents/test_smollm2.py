@@ -26,7 +26,8 @@ def test_conversion_is_a_plain_checkpoint_equal_to_the_gguf_and_is_built_once(co
     assert (converted / "model.safetensors").stat().st_mtime_ns == stamp      # reused, not rebuilt
     gguf = models.smollm2_gguf()
     ref = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32)
-    ids = tok.apply_chat_template([{"role": "user", "content": "craft 4 oak planks"}], add_generation_prompt=True,
+    ids = tok.apply_chat_template([{"role": "user", "content": "craft 4 oak planks"}],
+                                  add_generation_prompt=True,
                                   return_tensors="pt", return_dict=True)["input_ids"]
     with torch.no_grad():
         assert torch.allclose(model(ids).logits, ref(ids).logits, atol=1e-4)
@@ -69,11 +70,15 @@ def test_one_batched_rollout_step(converted):
     from agents.rollout import RolloutCollector, RolloutSettings
     model, tok = load_policy(SMOLLM2)
     spec = get_env_spec("textcraft")
-    make_env = lambda: gym.make("bipace/TextCraft-v0", preset="agentgym", depths=(1, 2), max_steps=1)
+
+    def make_env():
+        return gym.make("bipace/TextCraft-v0", preset="agentgym", depths=(1, 2), max_steps=1)
+
     ps = PromptSettings(history_length=4, require_think=False, show_admissible=False, compact=True)
     ros = {}
     for share in (True, False):
-        rs = RolloutSettings(max_steps=1, max_new_tokens=8, do_sample=False, require_think=False, share_prefix=share)
+        rs = RolloutSettings(max_steps=1, max_new_tokens=8, do_sample=False, require_think=False,
+                             share_prefix=share)
         col = RolloutCollector(model, tok, make_env, 4, make_prompter("textcraft", ps), rs, spec.reward_map)
         ros[share] = col.collect(["stick", "stick", "oak planks", "oak planks"], [0, 0, 1, 1], [0, 0, 1, 1])
         col.close()

@@ -9,7 +9,8 @@ import pytest
 from benchmarks import compare
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
-TINY = ["--preset", "tiny", "--iterations", "2", "--set", "batch_tasks=2", "--set", "group_size=2", "--set", "max_steps=2",
+TINY = ["--preset", "tiny", "--iterations", "2", "--set", "batch_tasks=2", "--set", "group_size=2",
+        "--set", "max_steps=2",
         "--set", "max_new_tokens=6", "--set", "sft_steps=2", "--set", "eval_tasks=2", "--set", "eval_batch=2",
         "--set", "eval_every=1", "--set", "progress=false"]
 
@@ -94,9 +95,11 @@ def test_summary_pools_success_over_seeds_with_a_binomial_ci_and_other_figures_w
     for seed, (train, ev) in enumerate([((0.25, 0.5), 0.4), ((0.75, 1.0), 0.6)]):
         rows.append({"estimator": "grpo", "seed": seed, "iteration": 0, "eval_success": 0.5, "eval_n": 100})
         for it, s in enumerate(train, 1):
-            rows.append({"estimator": "grpo", "seed": seed, "iteration": it, "success": s, "rollout_s": 10 + 2 * seed,
+            rows.append({"estimator": "grpo", "seed": seed, "iteration": it, "success": s,
+                         "rollout_s": 10 + 2 * seed,
                          "eval_success": ev if it == 2 else "", "eval_n": 100 if it == 2 else ""})
-    line = [l for l in compare.summary_table(rows, ["grpo"], {}, 2, "h", 8).splitlines() if l.startswith("| grpo")][0]
+    line = [line for line in compare.summary_table(rows, ["grpo"], {}, 2, "h", 8).splitlines()
+            if line.startswith("| grpo")][0]
     cells = [c.strip() for c in line.split("|")[1:-1]]
     # training: mean of (0.375, 0.875) over 2 x 2 x 8 = 32 episodes; held-out end: 0.5 over 200 episodes
     assert cells[2] == f"62.5 ± {196 * (0.625 * 0.375 / 32) ** 0.5:.1f} (n=32)"
