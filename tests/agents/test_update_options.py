@@ -37,7 +37,8 @@ def test_zero_advantage_rows_can_be_left_out_of_the_update(tmp_path):
 
 def test_lora_on_the_top_blocks_only(tmp_path):
     tr = _trainer(_cfg(tmp_path, lora_layers=1))
-    blocks = {int(n.split("layers.")[1].split(".")[0]) for n, p in tr.model.named_parameters() if p.requires_grad}
+    blocks = {int(n.split("layers.")[1].split(".")[0]) for n, p in tr.model.named_parameters()
+              if p.requires_grad}
     assert blocks == {tr.model.get_base_model().config.num_hidden_layers - 1}
     with pytest.raises(ValueError, match="top_layers"):
         _trainer(_cfg(tmp_path / "bad", lora_layers=99))
