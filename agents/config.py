@@ -80,9 +80,11 @@ class TrainConfig:
                                  "(default: the estimator's own, e.g. mean_std_norm for grpo; logged)")
     step_weight: float = opt(1.0, "weight of the step-level advantage (GiGPO w / BiPACE w)")
     invalid_penalty: float = opt(0.1, "penalty subtracted for format-invalid answers")
-    eps: float = opt(0.05, "BiGPO cosine radius (0.05 for 1.5B, 0.10 for 7B; on the warm-started tiny model "
-                           "0.05 merges different states, 0.02 gives about as many step groups as GiGPO's "
-                           "exact anchors)")
+    eps: float = opt(0.0, "BiGPO cosine radius (0 = the model's default: 0.05 as the paper for hub models, "
+                          "0.10 for 7B; 0.002 for smollm2-135m, whose states lie closer: at 0.05 every state "
+                          "of a group fell in one cluster, benchmarks/eps_calibration.py); on the "
+                          "warm-started tiny model 0.05 merges different states, 0.02 gives about as many "
+                          "step groups as GiGPO's exact anchors)")
     pace: str = opt("q_style", "PACE variant: q_style | diff_peer")
     estimator_options: str = opt("{}", "JSON of more estimators.EstimatorOptions, e.g. "
                                        "'{\"gae_lambda\": 0.9}' (the fields above have their own flags)")
@@ -150,6 +152,9 @@ class TrainConfig:
         """The ``agents.models.MODEL_PRESETS`` entry of ``model``, or None for hub ids and folders."""
         from agents.models import MODEL_PRESETS
         return MODEL_PRESETS.get(self.model)
+
+    def resolved_eps(self) -> float:
+        return self.eps if self.eps > 0 else (self.preset().eps if self.preset() else 0.05)
 
     def resolved_lr(self) -> float:
         return self.lr if self.lr > 0 else (self.preset().rl_lr if self.preset() else 3e-6)

@@ -231,11 +231,12 @@ class ModelPreset:
     small: bool                     # compact prompts without <think> (too small to reason in text)
     rl_lr: float                    # LoRA learning rate of RL when --lr is 0
     sft_mode: str                   # full | lora: what the warm start trains
+    eps: float = 0.05               # BiGPO cosine radius that keeps its states apart (eps_calibration.py)
 
 
 MODEL_PRESETS: dict[str, ModelPreset] = {
     TINY: ModelPreset(tiny_model_path, small=True, rl_lr=2e-4, sft_mode="full"),
-    SMOLLM2: ModelPreset(smollm2_model_path, small=True, rl_lr=1e-4, sft_mode="lora"),
+    SMOLLM2: ModelPreset(smollm2_model_path, small=True, rl_lr=1e-4, sft_mode="lora", eps=0.002),
 }
 
 

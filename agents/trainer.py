@@ -237,7 +237,7 @@ class Trainer:
             batch = batch.with_fields(**row_logp_sums(ro.response_ids, self._old_logprobs(ro)))
         return compute_advantages(batch, c.estimator, gamma=c.gamma, mode=self.mode,
                                   step_weight=c.step_weight,
-                                  invalid_penalty=c.invalid_penalty, eps=c.eps, pace=c.pace,
+                                  invalid_penalty=c.invalid_penalty, eps=c.resolved_eps(), pace=c.pace,
                                   **c.estimator_options_dict())
 
     @torch.no_grad()

@@ -91,7 +91,8 @@ def make_trainer_class():
     class InstrumentedTrainer(Trainer):
         def batch_metrics(self, ro, adv):
             c = self.cfg
-            codes = step_groups(ro.batch, c.estimator, gamma=c.gamma, mode=self.mode, eps=c.eps, pace=c.pace,
+            codes = step_groups(ro.batch, c.estimator, gamma=c.gamma, mode=self.mode, eps=c.resolved_eps(),
+                                pace=c.pace,
                                 **c.estimator_options_dict())
             return dict(group_stats(ro.batch, codes), score=float(ro.episode_return.mean()))
 

@@ -101,6 +101,7 @@ def main(argv=None) -> None:
     import torch
     from agents.config import TrainConfig
     from agents.envs import get_env_spec
+    from agents.models import MODEL_PRESETS
     from agents.prompts import PromptSettings
     from agents.sft import run_sft
     from agents.trainer import Trainer
@@ -152,6 +153,8 @@ def main(argv=None) -> None:
     print(f"warm start ready in {sft_s:.0f}s: {warm}", flush=True)
     if args.sft_only:
         return
+    # the RL runs load the warm start's folder, so they take BiGPO's radius from the model it came from
+    eps = MODEL_PRESETS[args.model].eps if args.model in MODEL_PRESETS else 0.05
     results = json.loads(results_file.read_text()) if results_file.exists() else []
     done = {(r["estimator"], r["seed"]) for r in results}
     before = results[0]["eval_before"] if results else None
@@ -165,7 +168,7 @@ def main(argv=None) -> None:
                               out_dir=str(run_dir),
                               iterations=args.iterations, batch_tasks=args.batch_tasks,
                               group_size=args.group_size,
-                              lr=args.lr, kl_coef=args.kl_coef, skip_zero_adv=args.skip_zero_adv,
+                              lr=args.lr, kl_coef=args.kl_coef, skip_zero_adv=args.skip_zero_adv, eps=eps,
                               rl_rename=args.rl_rename, eval_every=args.eval_every,
                               temperature=args.temperature,
                               checkpoint_every=0, mini_batch_rows=args.mini_batch_rows, micro_batch_rows=16,

@@ -89,3 +89,10 @@ def test_one_batched_rollout_step(converted):
     assert ro.responses == ros[False].responses                # the shared prefix changes no greedy token
     assert torch.allclose(torch.cat(ro.old_logprobs), torch.cat(ros[False].old_logprobs), atol=1e-3)
     assert (abs(ro.batch.embedding - ros[False].batch.embedding).max()) < 1e-3
+
+
+def test_bigpo_radius_follows_the_model():
+    from agents.config import TrainConfig
+    assert TrainConfig().resolved_eps() == models.MODEL_PRESETS[SMOLLM2].eps == 0.002
+    assert TrainConfig(model="Qwen/Qwen2.5-1.5B-Instruct").resolved_eps() == 0.05
+    assert TrainConfig(eps=0.1).resolved_eps() == 0.1
