@@ -53,6 +53,13 @@ def training_curve(run_dir: Path, window: int) -> tuple[float, float]:
     return sum(success[:window]) / len(success[:window]), sum(success[-window:]) / len(success[-window:])
 
 
+def rl_seconds(run_dir: Path) -> float:
+    """Rollout + estimator + update seconds summed over a run's iterations (also across resumes)."""
+    with open(run_dir / "train.csv") as f:
+        return sum(float(r["rollout_s"]) + float(r["estimator_s"]) + float(r["update_s"])
+                   for r in csv.DictReader(f))
+
+
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", default="runs/train_table")
@@ -114,6 +121,7 @@ def main(argv=None) -> None:
     shaping = {k: v for k, v in vars(args).items() if k not in not_shaping}
     settings_file, results_file = out / "table_settings.json", out / "results.json"
     warm_time_file, zero_shot_file = out / "warm_start_s.json", out / "zero_shot.json"
+    warm_eval_file = out / "warm_start_eval.json"
     if settings_file.exists() and (old := json.loads(settings_file.read_text())) != shaping:
         diff = {k: (old.get(k), v) for k, v in shaping.items() if old.get(k) != v}
         raise SystemExit(f"{out} holds runs made with other settings (kept, now): {diff}; "
@@ -155,29 +163,37 @@ def main(argv=None) -> None:
         return
     # the RL runs load the warm start's folder, so they take BiGPO's radius from the model it came from
     eps = MODEL_PRESETS[args.model].eps if args.model in MODEL_PRESETS else 0.05
+    if not warm_eval_file.exists():     # the warm start is every RL run's policy before its first update
+        t0 = time.perf_counter()
+        ws = Trainer(TrainConfig(model=str(warm), out_dir=str(out / "warm_eval"), tensorboard=False,
+                                 **common))
+        warm_eval_file.write_text(json.dumps({**ws.evaluate(), "wall_s": time.perf_counter() - t0}))
+        del ws
+    before = json.loads(warm_eval_file.read_text())
+    print(f"warm start held-out success {fmt(before['eval_success'], before['eval_n'])}", flush=True)
     results = json.loads(results_file.read_text()) if results_file.exists() else []
     done = {(r["estimator"], r["seed"]) for r in results}
-    before = results[0]["eval_before"] if results else None
     for seed in args.seeds:
         for est in args.estimators:
             if (est, seed) in done:
                 print(f"{est} seed {seed}: kept from {results_file}", flush=True)
                 continue
             run_dir = out / f"{est}_seed{seed}"
-            cfg = TrainConfig(eval_before=before is None, model=str(warm), estimator=est, seed=seed,
-                              out_dir=str(run_dir),
+            # a run stopped part-way (a session ends) continues from its last iteration's checkpoint
+            resume = (run_dir / "checkpoints" / "latest").exists()
+            cfg = TrainConfig(eval_before=False, model=str(warm), estimator=est, seed=seed,
+                              out_dir=str(run_dir), resume=resume,
                               iterations=args.iterations, batch_tasks=args.batch_tasks,
                               group_size=args.group_size,
                               lr=args.lr, kl_coef=args.kl_coef, skip_zero_adv=args.skip_zero_adv, eps=eps,
                               rl_rename=args.rl_rename, eval_every=args.eval_every,
                               temperature=args.temperature,
-                              checkpoint_every=0, mini_batch_rows=args.mini_batch_rows, micro_batch_rows=16,
+                              checkpoint_every=1, mini_batch_rows=args.mini_batch_rows, micro_batch_rows=16,
                               tensorboard=True, **common)
             s = Trainer(cfg).train()
-            # the adapter starts as a no-op and the evaluation episodes are fixed: one warm-start score
-            before = s["eval_before"] if before is None else before
             first, last = training_curve(run_dir, args.curve_window)
-            s.update(sft_s=sft_s, eval_before=before, train_first=first, train_last=last)
+            s.update(sft_s=sft_s, eval_before=before["eval_success"], train_first=first, train_last=last,
+                     rl_s=rl_seconds(run_dir))
             results.append(s)
             print(json.dumps(s), flush=True)
             print(f"{est} seed {seed}: held-out {s['eval_before']:.3f} -> {s['eval_after']:.3f}", flush=True)
@@ -196,13 +212,13 @@ def main(argv=None) -> None:
           f"zero-shot {fmt(zero_shot['eval_success'], n)}; "
           f"warm start built in {sft_s:.0f}s")
     print("\n| estimator | seed | after warm start | after RL | change | training goals, first -> last "
-          f"{args.curve_window} it. | RL wall s |")
+          f"{args.curve_window} it. | RL s (iterations) |")
     print("|---|---|---|---|---|---|---|")
     for r in results:
         print(f"| {r['estimator']} | {r['seed']} | {fmt(r['eval_before'], n)} | {fmt(r['eval_after'], n)} | "
               f"{r['eval_after'] - r['eval_before']:+.3f} | "
               f"{r['train_first']:.3f} -> {r['train_last']:.3f} | "
-              f"{r['wall_s']:.0f} |")
+              f"{r['rl_s']:.0f} |")
 
 
 if __name__ == "__main__":

@@ -36,3 +36,14 @@ def test_rerun_keeps_finished_runs_adds_missing_ones_and_refuses_other_settings(
     with pytest.raises(SystemExit, match="other settings.*'lr': \\(0.0001, 0.001\\)"):
         train_table.main(out + TINY + ["--estimators", "bipace", "--lr", "1e-3"])
     assert json.loads((tmp_path / "results.json").read_text()) == second
+
+
+def test_a_run_stopped_after_a_checkpoint_continues_instead_of_restarting(tmp_path, keep_torch_threads):
+    out = ["--out", str(tmp_path)]
+    train_table.main(out + TINY + ["--estimators", "grpo"])
+    log = (tmp_path / "grpo_seed0" / "train.csv").read_text()
+    assert (tmp_path / "grpo_seed0" / "checkpoints" / "latest").exists()
+    (tmp_path / "results.json").unlink()          # as if the session ended before the run was recorded
+    train_table.main(out + TINY + ["--estimators", "grpo"])
+    assert (tmp_path / "grpo_seed0" / "train.csv").read_text() == log    # no iteration was redone
+    assert [r["estimator"] for r in json.loads((tmp_path / "results.json").read_text())] == ["grpo"]
