@@ -24,7 +24,7 @@ import torch
 
 from agents.models import decoder_layers, default_hidden_layer, layer_module_index
 from agents.parsing import parse_action
-from agents.prefix import hashable_key
+from agents.prefix import cache_kwarg, hashable_key, left_pad, prefill, split_prompts
 
 
 @dataclass
@@ -148,44 +148,32 @@ class RolloutCollector:
             self.capture.remove()
         self.envs.close()
 
-    def _encode(self, texts: list[str]) -> dict:
-        enc = self.tok(texts, return_tensors="pt", padding=True, add_special_tokens=False)
-        P = enc["input_ids"].shape[1]
-        if P > self.s.max_prompt_tokens:
-            if self.s.truncation != "left":
-                raise ValueError(f"a prompt has {P} tokens > max_prompt_tokens={self.s.max_prompt_tokens}; "
-                                 "raise --max-prompt-tokens, shorten --history-length, or use --truncation "
-                                 "left")
-            enc = {k: v[:, -self.s.max_prompt_tokens:] for k, v in enc.items()}
-        return enc
-
-    def _encode_shared(self, texts: list[str], keys: list) -> tuple:
-        """Prompts cut after each key's common prefix, with that prefix already run (``agents.prefix``)."""
-        from agents.prefix import cache_kwarg, prefill, split_prompts
+    def _prompt_ids(self, texts: list[str]) -> list[torch.Tensor]:
+        """Each prompt's token ids, cut on the left to ``max_prompt_tokens`` where truncation allows it."""
         ids = [torch.tensor(x) for x in self.tok(texts, add_special_tokens=False)["input_ids"]]
         longest = max(len(x) for x in ids)
         if longest > self.s.max_prompt_tokens:
             if self.s.truncation != "left":
                 raise ValueError(f"a prompt has {longest} tokens > "
                                  f"max_prompt_tokens={self.s.max_prompt_tokens}; "
-                                 "raise --max-prompt-tokens, shorten --history-length, or use "
-                                 "--truncation left")
+                                 "raise --max-prompt-tokens, shorten --history-length, or use --truncation "
+                                 "left")
             ids = [x[-self.s.max_prompt_tokens:] for x in ids]
-        split = split_prompts(ids, keys, self.tok.pad_token_id)
-        cache = prefill(self.model, split)
-        return split.full_ids(), split.full_mask(), {cache_kwarg(self.model): cache}
+        return ids
 
     @torch.no_grad()
     def generate(self, texts: list[str], keys: list | None = None):
         """One batched generate. Rows with equal ``keys`` (same task) share their common prompt prefix's
         forward when ``share_prefix`` is on. Returns (prompt ids, response ids, logprobs, texts, emb)."""
         dev = next(self.model.parameters()).device
-        extra = {}
+        prompts, extra = self._prompt_ids(texts), {}
         if self.s.share_prefix and keys is not None:
-            ids, mask, extra = self._encode_shared(texts, keys)
+            # each key's common prefix runs once here; generate() continues from its cache
+            split = split_prompts(prompts, keys, self.tok.pad_token_id)
+            extra = {cache_kwarg(self.model): prefill(self.model, split)}
+            ids, mask = split.full_ids(), split.full_mask()
         else:
-            enc = self._encode(texts)
-            ids, mask = enc["input_ids"], enc["attention_mask"]
+            ids, mask = left_pad(prompts, self.tok.pad_token_id)
         ids, mask = ids.to(dev), mask.to(dev)
         if self.capture is not None:
             self.capture.arm()       # after the prefix pass: the hook must see the last prompt token's pass
