@@ -7,8 +7,8 @@ only each row's own suffix (history, observation) and response go through the mo
 
     split = split_prompts(prompt_ids, keys, pad_id)          # keys: one hashable per row (task id)
     cache = prefill(model, split)                            # (rows, Lp) KV cache, expanded per row
-    out = model.generate(input_ids=split.full_ids(), attention_mask=split.full_mask(),
-                         **{cache_kwarg(model): cache})
+    ids, mask = split.full()
+    out = model.generate(input_ids=ids, attention_mask=mask, **{cache_kwarg(model): cache})
 
 ``shared_response_logits`` is the teacher-forced twin used by PPO and SFT; gradients flow through the
 prefix's cache into the adapter, so it equals the plain forward (tests/agents/test_prefix.py). Position ids
@@ -73,15 +73,12 @@ class PromptSplit:
     suffixes: list[torch.Tensor]        # each row's tokens after its prefix (at least one)
     pad_id: int
 
-    def suffix_batch(self):
-        return left_pad(self.suffixes, self.pad_id)
-
-    def full_ids(self) -> torch.Tensor:
-        """(N, Lp + Ls): prefix columns then left-padded suffix columns, the layout ``generate`` gets."""
-        return torch.cat([self.prefix_ids[self.row_prefix], self.suffix_batch()[0]], 1)
-
-    def full_mask(self) -> torch.Tensor:
-        return torch.cat([self.prefix_mask[self.row_prefix], self.suffix_batch()[1]], 1)
+    def full(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """(N, Lp + Ls) ids and attention mask: prefix columns then left-padded suffix columns, the layout
+        ``generate`` gets."""
+        ids, mask = left_pad(self.suffixes, self.pad_id)
+        return (torch.cat([self.prefix_ids[self.row_prefix], ids], 1),
+                torch.cat([self.prefix_mask[self.row_prefix], mask], 1))
 
 
 def split_prompts(prompt_ids: list[torch.Tensor], keys: list, pad_id: int) -> PromptSplit:

@@ -171,7 +171,7 @@ class RolloutCollector:
             # each key's common prefix runs once here; generate() continues from its cache
             split = split_prompts(prompts, keys, self.tok.pad_token_id)
             extra = {cache_kwarg(self.model): prefill(self.model, split)}
-            ids, mask = split.full_ids(), split.full_mask()
+            ids, mask = split.full()
         else:
             ids, mask = left_pad(prompts, self.tok.pad_token_id)
         ids, mask = ids.to(dev), mask.to(dev)

@@ -41,9 +41,8 @@ def test_split_cuts_after_each_keys_common_prefix_and_keeps_a_token_per_row():
     assert [s.tolist() for s in split.suffixes] == [[4], [9, 9], [4], [7]]   # a lone row keeps its last token
     assert split.prefix_ids.tolist() == [[1, 2, 3], [1, 2, 3], [0, 0, 0]]
     assert split.prefix_mask.tolist() == [[1, 1, 1], [1, 1, 1], [0, 0, 0]]
-    full = split.full_ids()
-    assert [full[r][split.full_mask()[r].bool()].tolist() for r in range(4)] == [a.tolist(), b.tolist(),
-                                                                                 a.tolist(), [7]]
+    full, mask = split.full()
+    assert [full[r][mask[r].bool()].tolist() for r in range(4)] == [a.tolist(), b.tolist(), a.tolist(), [7]]
 
 
 def test_shared_logits_and_gradients_equal_the_plain_forward():
@@ -75,8 +74,9 @@ def test_generate_from_a_shared_prefix_matches_plain_generate():
               output_logits=True)
     plain = model.generate(**enc, **kw)
     split = split_prompts(prompts, keys, tok.pad_token_id)
-    shared = model.generate(input_ids=split.full_ids(), attention_mask=split.full_mask(),
-                            **{cache_kwarg(model): prefill(model, split)}, **kw)
-    P1, P2 = enc["input_ids"].shape[1], split.full_ids().shape[1]
+    ids, mask = split.full()
+    shared = model.generate(input_ids=ids, attention_mask=mask, **{cache_kwarg(model): prefill(model, split)},
+                            **kw)
+    P1, P2 = enc["input_ids"].shape[1], ids.shape[1]
     assert torch.equal(plain.sequences[:, P1:], shared.sequences[:, P2:])
     assert max((a - b).abs().max().item() for a, b in zip(plain.logits, shared.logits)) < 1e-4
