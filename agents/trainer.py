@@ -268,7 +268,7 @@ class Trainer:
         # the shared-prefix forward hands a KV cache between two calls, which gradient checkpointing drops
         share = c.share_prefix and not c.gradient_checkpointing and len(ro.prefix_keys) == len(ro.prompt_ids)
         key_code = np.unique([str(k) for k in ro.prefix_keys], return_inverse=True)[1] if share else None
-        mini = c.mini_batch_rows or len(rows_all)
+        mini = c.mini_batch_rows or max(1, len(rows_all))   # an empty update (all rows skipped) is fine
         sums = {"loss": 0.0, "pg_loss": 0.0, "kl": 0.0, "entropy": 0.0, "clipfrac": 0.0}
         tokens_seen, grad_norms = 0, []
         old_all = self._old_logprobs(ro)

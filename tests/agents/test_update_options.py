@@ -30,7 +30,7 @@ def test_update_with_shared_prefixes_equals_the_plain_update(tmp_path):
 def test_zero_advantage_rows_can_be_left_out_of_the_update(tmp_path):
     zeros = lambda n: np.zeros(n)   # noqa: E731
     _, _, kept, moved_kept = _update(tmp_path / "a", zeros, skip_zero_adv=False)
-    _, _, skipped, moved_skipped = _update(tmp_path / "b", zeros, skip_zero_adv=True)
+    _, _, skipped, moved_skipped = _update(tmp_path / "b", zeros, skip_zero_adv=True, mini_batch_rows=0)
     assert moved_kept and kept["kl"] >= 0              # KL and entropy terms still move the adapter
     assert not moved_skipped and skipped["loss"] == 0.0  # no row left: no step taken
 
