@@ -113,6 +113,16 @@ def _tokenizer_corpus() -> list[str]:
     return lines + [words] * 20 + roles
 
 
+def _save_folder(path: Path, model, tok, note_name: str, note: dict) -> None:
+    """Write a ``from_pretrained`` folder (model, tokenizer, a JSON note of where it came from) under a
+    temporary name, then move it into place, so a half-written folder is never loaded."""
+    tmp = path.with_name(path.name + f".tmp{os.getpid()}")
+    model.save_pretrained(tmp)
+    tok.save_pretrained(tmp)
+    (tmp / note_name).write_text(json.dumps(note, indent=1))
+    os.replace(tmp, path) if not path.exists() else None  # another process may have won the race
+
+
 def _build_tiny(path: Path, cfg: TinyConfig) -> None:
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast, Qwen2Config, Qwen2ForCausalLM
@@ -138,11 +148,7 @@ def _build_tiny(path: Path, cfg: TinyConfig) -> None:
     model = Qwen2ForCausalLM(mcfg)
     model.generation_config.eos_token_id = [tok.eos_token_id, tok.pad_token_id]
     model.generation_config.pad_token_id = tok.pad_token_id
-    tmp = path.with_name(path.name + f".tmp{os.getpid()}")
-    model.save_pretrained(tmp)
-    tok.save_pretrained(tmp)
-    (tmp / "bipace_tiny.json").write_text(json.dumps(asdict(cfg), indent=1))
-    os.replace(tmp, path) if not path.exists() else None  # another process may have won the race
+    _save_folder(path, model, tok, "bipace_tiny.json", asdict(cfg))
 
 
 def tiny_model_path(cfg: TinyConfig | None = None) -> Path:
@@ -201,11 +207,7 @@ def _convert_gguf(gguf: Path, path: Path) -> None:
     model.load_state_dict(src.state_dict())
     model.generation_config.eos_token_id = tok.eos_token_id
     model.generation_config.pad_token_id = tok.pad_token_id
-    tmp = path.with_name(path.name + f".tmp{os.getpid()}")
-    model.save_pretrained(tmp)
-    tok.save_pretrained(tmp)
-    (tmp / "bipace_source.json").write_text(json.dumps({"gguf": gguf.name, "sha256": SMOLLM2_SHA256}))
-    os.replace(tmp, path) if not path.exists() else None  # another process may have won the race
+    _save_folder(path, model, tok, "bipace_source.json", {"gguf": gguf.name, "sha256": SMOLLM2_SHA256})
 
 
 def smollm2_model_path() -> Path:
