@@ -115,6 +115,8 @@ class TrainConfig:
                                      "policy-gradient term is 0, so this saves their forward/backward, and "
                                      "the token mean is taken over the rows that carry signal (their KL and "
                                      "entropy terms are dropped too)")
+    drift_rows: int = opt(0, "after each update, recompute the log-probs of up to N trained rows and log "
+                             "how far the policy moved: mean |log-ratio| per token (0 = off)")
     old_logprobs: str = opt("generate", "old log-probs: generate (from the rollout logits) | recompute")
     # --- schedule, eval, checkpoints, logs ------------------------------------------------------
     iterations: int = opt(150, "RL iterations (one rollout batch + update each)")

@@ -69,6 +69,18 @@ class CsvLog:
             w.writerow(row)
 
 
+def mixed_group_share(ro) -> float:
+    """Share of a rollout's groups whose episodes did not all return the same: only those carry an
+    episode-level (GRPO) signal; the rest get a zero episode advantage."""
+    first_row = np.unique(ro.env_index, return_index=True)[1]       # every episode has a first step
+    episode_group = np.asarray(ro.batch.group_id)[first_row]
+    returns = np.round(np.asarray(ro.episode_return, dtype=np.float64), 6)
+    groups = np.unique(episode_group)
+    if len(groups) == 0:
+        return 0.0
+    return float(np.mean([np.ptp(returns[episode_group == g]) > 0 for g in groups]))
+
+
 class Trainer:
     """``make_env``/``train_tasks``/``eval_tasks``/``model``+``tokenizer`` may be injected (tests, custom
     envs); by default they come from ``agents.envs`` and ``agents.models``."""
@@ -119,6 +131,7 @@ class Trainer:
         params = [p for p in self.model.parameters() if p.requires_grad]
         self.optimizer = torch.optim.AdamW(params, lr=cfg.resolved_lr(), weight_decay=cfg.weight_decay)
         self._collectors: dict[str, RolloutCollector] = {}
+        self.eval_by_task: dict[str, list] = {}      # the last evaluation's [won, episodes] per goal
         self.start_iteration = 1
         if cfg.resume:
             self.start_iteration = self.load_checkpoint() + 1
@@ -225,6 +238,11 @@ class Trainer:
             ro = col.collect(padded, [1000 + start + k for k in range(col.n)], list(range(col.n)))
             won += ro.success[:len(chunk)].tolist()
             lengths += ro.episode_length[:len(chunk)].tolist()
+        # per-goal wins of this evaluation (str(task) -> [won, episodes]): which goals RL changed
+        self.eval_by_task = {}
+        for task, w in zip(tasks, won):
+            tally = self.eval_by_task.setdefault(str(task), [0, 0])
+            tally[0], tally[1] = tally[0] + int(w), tally[1] + 1
         return {"eval_success": float(np.mean(won)), "eval_length": float(np.mean(lengths)),
                 "eval_n": len(won)}
 
@@ -319,7 +337,30 @@ class Trainer:
                 tokens_seen += T
         out = {k: v / max(tokens_seen, 1) for k, v in sums.items()}
         out["grad_norm"] = float(np.mean(grad_norms)) if grad_norms else 0.0
+        if c.drift_rows > 0:
+            out["drift"] = self._drift(ro, rows_all[:c.drift_rows], old_all)
         return out
+
+    @torch.no_grad()
+    def _drift(self, ro, rows: np.ndarray, old_all: list) -> float:
+        """Mean |log pi_new - log pi_old| per response token over ``rows`` after the update: how far
+        one iteration moved the policy on the data it trained on (0 before any step)."""
+        if len(rows) == 0:
+            return 0.0
+        self.model.eval()
+        c, total, tokens = self.cfg, 0.0, 0
+        share = c.share_prefix and not c.gradient_checkpointing and len(ro.prefix_keys) == len(ro.prompt_ids)
+        for m0 in range(0, len(rows), c.micro_batch_rows):
+            part = rows[m0:m0 + c.micro_batch_rows]
+            logp, _, mask = response_logprobs(self.model, [ro.prompt_ids[r] for r in part],
+                                              [ro.response_ids[r] for r in part], self.tok.pad_token_id,
+                                              c.temperature, with_entropy=False,
+                                              keys=[ro.prefix_keys[r] for r in part] if share else None)
+            for k, r in enumerate(part):
+                n = len(old_all[r])
+                total += float((logp[k, :n].cpu() - old_all[r]).abs().sum())
+                tokens += n
+        return total / max(tokens, 1)
 
     def batch_metrics(self, ro, adv: np.ndarray) -> dict:
         """Extra per-iteration log values from the batch (a subclass hook, outside every timer; e.g.
@@ -341,6 +382,7 @@ class Trainer:
         # success and episode statistics of the iteration's first batch: dynamic sampling's kept groups are
         # a biased sample of them
         metrics.update(iteration=it, success=float(first.success.mean()),
+                       mixed_groups=mixed_group_share(first),
                        episode_return=float(first.episode_return.mean()),
                        episode_length=float(first.episode_length.mean()),
                        valid_rate=float(b.action_valid.mean()),
@@ -414,6 +456,8 @@ class Trainer:
             ev = self.evaluate()
             if ev:
                 eval_log.write({"iteration": it, **ev})
+                with open(self.out / "eval_by_task.jsonl", "a") as f:
+                    f.write(json.dumps({"iteration": it, "by_task": self.eval_by_task}) + "\n")
                 if tb:
                     for k, v in ev.items():
                         tb.add_scalar(f"eval/{k}", v, it)

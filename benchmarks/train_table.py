@@ -86,6 +86,9 @@ def main(argv=None) -> None:
     ap.add_argument("--kl-coef", type=float, default=0.01)
     ap.add_argument("--skip-zero-adv", action=argparse.BooleanOptionalAction, default=True)
     ap.add_argument("--mini-batch-rows", type=int, default=64)
+    ap.add_argument("--ppo-epochs", type=int, default=1)
+    ap.add_argument("--drift-rows", type=int, default=32,
+                    help="rows whose log-ratio after each update is logged as 'drift' in train.csv")
     ap.add_argument("--max-steps", type=int, default=8)
     ap.add_argument("--max-new-tokens", type=int, default=32)
     ap.add_argument("--history-length", type=int, default=8,
@@ -167,7 +170,9 @@ def main(argv=None) -> None:
         t0 = time.perf_counter()
         ws = Trainer(TrainConfig(model=str(warm), out_dir=str(out / "warm_eval"), tensorboard=False,
                                  **common))
-        warm_eval_file.write_text(json.dumps({**ws.evaluate(), "wall_s": time.perf_counter() - t0}))
+        ev = ws.evaluate()
+        warm_eval_file.write_text(json.dumps({**ev, "wall_s": time.perf_counter() - t0,
+                                              "by_task": ws.eval_by_task}))
         del ws
     before = json.loads(warm_eval_file.read_text())
     print(f"warm start held-out success {fmt(before['eval_success'], before['eval_n'])}", flush=True)
@@ -189,6 +194,7 @@ def main(argv=None) -> None:
                               rl_rename=args.rl_rename, eval_every=args.eval_every,
                               temperature=args.temperature,
                               checkpoint_every=1, mini_batch_rows=args.mini_batch_rows, micro_batch_rows=16,
+                              ppo_epochs=args.ppo_epochs, drift_rows=args.drift_rows,
                               tensorboard=True, **common)
             s = Trainer(cfg).train()
             first, last = training_curve(run_dir, args.curve_window)
@@ -204,7 +210,9 @@ def main(argv=None) -> None:
         t0 = time.perf_counter()
         zs = Trainer(TrainConfig(model=args.model, out_dir=str(out / "zero_shot"), tensorboard=False,
                                  **common))
-        zero_shot_file.write_text(json.dumps({**zs.evaluate(), "wall_s": time.perf_counter() - t0}))
+        ev = zs.evaluate()
+        zero_shot_file.write_text(json.dumps({**ev, "wall_s": time.perf_counter() - t0,
+                                              "by_task": zs.eval_by_task}))
         del zs
     zero_shot = json.loads(zero_shot_file.read_text())
     n = zero_shot["eval_n"]

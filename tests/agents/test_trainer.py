@@ -1,12 +1,13 @@
 import json
 
+import numpy as np
 import pytest
 import torch
 
 from agents.config import TrainConfig
 from agents.envs import get_env_spec, reward_webshop, reward_won
 from agents.ppo import low_var_kl, ppo_terms
-from agents.trainer import Trainer
+from agents.trainer import Trainer, mixed_group_share
 from fake_env import FakeCraftEnv
 
 
@@ -67,6 +68,9 @@ def test_train_writes_logs_adapter_and_summary(tmp_path):
     assert len((tmp_path / "eval.csv").read_text().splitlines()) == 4      # header + it 0, 1, 2
     assert json.loads((tmp_path / "summary.json").read_text())["estimator"] == "grpo"
     assert 0.0 <= s["eval_before"] <= 1.0
+    by_task = [json.loads(line) for line in (tmp_path / "eval_by_task.jsonl").read_text().splitlines()]
+    assert [r["iteration"] for r in by_task] == [0, 1, 2]
+    assert all(sorted(r["by_task"]) == ["8", "9"] for r in by_task)
 
 
 def test_eval_repeats_score_each_task_several_times_with_new_seeds(tmp_path, monkeypatch):
@@ -78,6 +82,9 @@ def test_eval_repeats_score_each_task_several_times_with_new_seeds(tmp_path, mon
                         or real(tasks, seeds, groups))
     out = tr.evaluate()
     assert out["eval_n"] == 6
+    # per-goal tallies add up to the pooled figure
+    assert {k: n for k, (_, n) in tr.eval_by_task.items()} == {"8": 3, "9": 3}
+    assert sum(w for w, _ in tr.eval_by_task.values()) / 6 == pytest.approx(out["eval_success"])
     assert sorted(t for tasks, _ in seen for t in tasks) == [8, 8, 8, 9, 9, 9]
     seeds = [s for _, ss in seen for s in ss]
     assert len(set(seeds)) == len(seeds)
@@ -154,3 +161,21 @@ def test_mode_none_means_the_estimators_default_and_is_logged(tmp_path, capsys, 
     assert tr.mode == expected
     assert mode is not None or REGISTRY[estimator].default_mode == expected
     assert f"{estimator}: advantage normalisation {expected}" in capsys.readouterr().out
+
+
+def test_mixed_group_share_counts_groups_whose_returns_differ():
+    from types import SimpleNamespace
+    # 3 groups of 2 episodes (env 0-5); rows in time-major order, env 4 and 5 finish after one step
+    ro = SimpleNamespace(env_index=np.array([0, 1, 2, 3, 4, 5, 0, 1, 2, 3]),
+                         batch=SimpleNamespace(group_id=np.array([7, 7, 8, 8, 9, 9, 7, 7, 8, 8])),
+                         episode_return=np.array([10.0, 0.0, 0.0, 0.0, 1.0, 1.0]))
+    assert mixed_group_share(ro) == pytest.approx(1 / 3)
+    ro.episode_return = np.array([10.0, 0.0, 0.0, 0.5, 1.0, 0.0])
+    assert mixed_group_share(ro) == 1.0
+
+
+def test_drift_rows_log_how_far_the_update_moved_the_policy(tmp_path):
+    quiet = _trainer(_cfg(tmp_path / "a")).iteration(1)
+    assert "drift" not in quiet and 0.0 <= quiet["mixed_groups"] <= 1.0
+    m = _trainer(_cfg(tmp_path / "b", drift_rows=4)).iteration(1)
+    assert m["drift"] > 1e-3 and np.isfinite(m["drift"])       # lr 1e-2 moves the tiny model
