@@ -84,6 +84,10 @@ def main(argv=None) -> None:
     ap.add_argument("--group-size", type=int, default=8)
     ap.add_argument("--lr", type=float, default=1e-4)
     ap.add_argument("--kl-coef", type=float, default=0.01)
+    ap.add_argument("--invalid-penalty", type=float, default=0.0,
+                    help="the warm start answers in format 98-100%% of the time; a 0.1 penalty makes an "
+                         "all-fail group's returns unequal, and GRPO's std normalisation turns it into "
+                         "advantages of +-1..8 on noise (adv_std 0.70 in an iteration without a win)")
     ap.add_argument("--skip-zero-adv", action=argparse.BooleanOptionalAction, default=True)
     ap.add_argument("--mini-batch-rows", type=int, default=64)
     ap.add_argument("--ppo-epochs", type=int, default=1)
@@ -190,7 +194,8 @@ def main(argv=None) -> None:
                               out_dir=str(run_dir), resume=resume,
                               iterations=args.iterations, batch_tasks=args.batch_tasks,
                               group_size=args.group_size,
-                              lr=args.lr, kl_coef=args.kl_coef, skip_zero_adv=args.skip_zero_adv, eps=eps,
+                              lr=args.lr, kl_coef=args.kl_coef, invalid_penalty=args.invalid_penalty,
+                              skip_zero_adv=args.skip_zero_adv, eps=eps,
                               rl_rename=args.rl_rename, eval_every=args.eval_every,
                               temperature=args.temperature,
                               checkpoint_every=1, mini_batch_rows=args.mini_batch_rows, micro_batch_rows=16,
