@@ -91,8 +91,11 @@ def token_advantages(step_adv: np.ndarray, response_mask: torch.Tensor) -> torch
     return adv[:, None] * response_mask.to(torch.float32)
 
 
-def compute_data_advantages(data, estimator: str, **options):
+def compute_data_advantages(data, estimator: str, padding=None, **options):
     """Our estimator on a verl DataProto of step samples; writes ``advantages`` and ``returns`` (N, T).
+
+    ``padding`` (N,) bool marks samples verl added to fill the data-parallel size (copies of a real
+    sample): they stay out of the estimator and get 0.
 
     ``returns`` equals ``advantages``, as verl's outcome estimators (GRPO, RLOO) write it. GACA's per-row
     scores come from the batch: ``resp_len`` from ``response_mask``, ``old_logp_sum`` from
@@ -113,8 +116,15 @@ def compute_data_advantages(data, estimator: str, **options):
                              "do not use rollout_correction bypass mode)")
         scores = {"resp_len": mask.sum(-1).cpu().numpy(),
                   "old_logp_sum": (data.batch["old_log_probs"].float() * mask).sum(-1).cpu().numpy()}
-    batch = step_batch(rows_from_non_tensor(data.non_tensor_batch), embedding=emb, **scores)
-    adv = compute_advantages(batch, estimator, **options)
+    rows = rows_from_non_tensor(data.non_tensor_batch)
+    keep = np.ones(len(rows), bool) if padding is None else ~np.asarray(padding, dtype=bool)
+    if keep.shape != (len(rows),):
+        raise ValueError(f"padding must hold one flag per sample ({len(rows)}); got shape {keep.shape}")
+    idx = np.flatnonzero(keep)
+    batch = step_batch([rows[i] for i in idx], embedding=None if emb is None else emb[torch.as_tensor(idx)],
+                       **{k: v[idx] for k, v in scores.items()})
+    adv = np.zeros(len(rows))
+    adv[idx] = compute_advantages(batch, estimator, **options)
     data.batch["advantages"] = token_advantages(adv, mask)
     data.batch["returns"] = data.batch["advantages"].clone()
     return data
