@@ -13,7 +13,7 @@ and special-cases ``grpo`` before the registry. ``grpo`` and ``rloo`` therefore 
 GRPO on step rows) under this trainer; ``trainer.v1.trainer_mode=sync`` keeps verl's. Our other names
 are also registered in verl's registry, to a function that says which trainer they need.
 
-Options of our estimators: ``+algorithm.estimator_options={gamma: 0.95, eps: 0.05}`` (any keyword of
+Options of our estimators: ``+bipace.estimator_options={gamma: 0.95, eps: 0.05}`` (any keyword of
 ``estimators.compute_advantages``). Not supported with our estimators (a clear error): KL in the reward
 (``algorithm.use_kl_in_reward``) and decoupled rollout correction, which verl computes in the same step.
 """
@@ -33,8 +33,10 @@ from agents.verl_bridge.steps import EMBEDDING_KEY, compute_data_advantages
 from estimators import REGISTRY
 
 
-def estimator_options(algorithm) -> dict:
-    opts = algorithm.get("estimator_options", None) or {}
+def estimator_options(config) -> dict:
+    """``bipace.estimator_options`` of the run config (top level: verl checks ``algorithm`` against its
+    own dataclass)."""
+    opts = (config.get("bipace", None) or {}).get("estimator_options", None) or {}
     return dict(OmegaConf.to_container(opts, resolve=True) if OmegaConf.is_config(opts) else opts)
 
 
@@ -76,7 +78,7 @@ class BipacePPOTrainer(PPOTrainerSync):
         # them out of the estimator, give them 0
         padding = np.array([bool(t.get("is_padding", False)) for t in batch.tags], dtype=bool)
         proto = DataProto(batch=data.to_padded_tensor(), non_tensor_batch={"extra_fields": rows})
-        opts = estimator_options(self.config.algorithm)
+        opts = estimator_options(self.config)
         proto = compute_data_advantages(proto, name, padding=padding, **opts)
         out = TensorDict({k: response_to_nested(proto.batch[k], response_mask)
                           for k in ("advantages", "returns")}, batch_size=len(batch.keys))

@@ -131,8 +131,8 @@ def test_trainer_hook_reads_and_writes_the_transfer_queue(monkeypatch, name):
     fake = FakeTQ(samples)
     monkeypatch.setattr(bridge_trainer, "tq", fake)
     trainer = bridge_trainer.BipacePPOTrainer.__new__(bridge_trainer.BipacePPOTrainer)
-    trainer.config = OmegaConf.create({"algorithm": {"adv_estimator": name, "use_kl_in_reward": False,
-                                                     "estimator_options": {"gamma": 0.9}}})
+    trainer.config = OmegaConf.create({"algorithm": {"adv_estimator": name, "use_kl_in_reward": False},
+                                       "bipace": {"estimator_options": {"gamma": 0.9}}})
     keys = list(fake.store)
     batch = types.SimpleNamespace(keys=keys, tags=[{} for _ in keys], partition_id="train")
     metrics = {}
