@@ -7,16 +7,19 @@ import types
 
 import numpy as np
 import pytest
-import torch
-from omegaconf import OmegaConf
-from verl.protocol import DataProto
-from verl.trainer.ppo import core_algos
-from verl.trainer.ppo.v1.trainer_base import get_trainer_cls
-from verl.utils.tensordict_utils import list_of_dict_to_tensordict
 
-from agents.verl_bridge import trainer as bridge_trainer
-from agents.verl_bridge.steps import EMBEDDING_KEY, anchor_hash, compute_data_advantages, step_fields
-from estimators import REGISTRY, StepBatch, available_estimators, compute_advantages
+pytest.importorskip("verl", reason="needs the [verl] extra: pip install -e \".[verl]\"")
+import torch  # noqa: E402
+from omegaconf import OmegaConf  # noqa: E402
+from verl.protocol import DataProto  # noqa: E402
+from verl.trainer.ppo import core_algos  # noqa: E402
+from verl.trainer.ppo.v1.trainer_base import get_trainer_cls  # noqa: E402
+from verl.utils.tensordict_utils import list_of_dict_to_tensordict  # noqa: E402
+
+from agents.verl_bridge import trainer as bridge_trainer  # noqa: E402
+from agents.verl_bridge.steps import (EMBEDDING_KEY, anchor_hash, compute_data_advantages,  # noqa: E402
+                                      step_fields)
+from estimators import REGISTRY, StepBatch, available_estimators, compute_advantages  # noqa: E402
 
 T = 7   # padded response width
 

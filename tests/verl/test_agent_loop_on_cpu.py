@@ -8,14 +8,16 @@ import asyncio
 import json
 
 import pytest
-from omegaconf import OmegaConf
-from verl.experimental.agent_loop.agent_loop import DictConfigWrap, _agent_loop_registry
-from verl.workers.rollout.replica import TokenOutput
 
-from agents.envs import get_env_spec
-from agents.prompts import PromptSettings, make_prompter
-from agents.verl_bridge.agent_loop import BipaceEnvAgentLoop, _make_env, task_of
-from agents.verl_bridge.steps import STEP_KEYS, anchor_hash
+pytest.importorskip("verl", reason="needs the [verl] extra: pip install -e \".[verl]\"")
+from omegaconf import OmegaConf  # noqa: E402
+from verl.experimental.agent_loop.agent_loop import DictConfigWrap, _agent_loop_registry  # noqa: E402
+from verl.workers.rollout.replica import TokenOutput  # noqa: E402
+
+from agents.envs import get_env_spec  # noqa: E402
+from agents.prompts import PromptSettings, make_prompter  # noqa: E402
+from agents.verl_bridge.agent_loop import BipaceEnvAgentLoop, _make_env, task_of  # noqa: E402
+from agents.verl_bridge.steps import STEP_KEYS, anchor_hash  # noqa: E402
 
 
 class ScriptedServer:

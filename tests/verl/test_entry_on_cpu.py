@@ -4,17 +4,19 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pandas as pd
 import pytest
-from hydra import compose, initialize_config_dir
-from hydra.utils import get_class
-from omegaconf import OmegaConf
 
-from agents.verl_bridge import main as bridge_main
-from agents.verl_bridge.agent_loop import BipaceEnvAgentLoop, task_of
-from agents.verl_bridge.dataset import main as dataset_main
-from agents.verl_bridge.trainer import estimator_options
-from estimators import resolve_options
+pytest.importorskip("verl", reason="needs the [verl] extra: pip install -e \".[verl]\"")
+import pandas as pd  # noqa: E402  (a verl dependency)
+from hydra import compose, initialize_config_dir  # noqa: E402
+from hydra.utils import get_class  # noqa: E402
+from omegaconf import OmegaConf  # noqa: E402
+
+from agents.verl_bridge import main as bridge_main  # noqa: E402
+from agents.verl_bridge.agent_loop import BipaceEnvAgentLoop, task_of  # noqa: E402
+from agents.verl_bridge.dataset import main as dataset_main  # noqa: E402
+from agents.verl_bridge.trainer import estimator_options  # noqa: E402
+from estimators import resolve_options  # noqa: E402
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "verl"
 

@@ -3,9 +3,12 @@ hidden state of a direct forward at each row's last prompt token (CPU, tiny mode
 from __future__ import annotations
 
 import pytest
-import torch
 
-from agents.verl_bridge.hidden import HiddenStateTap, last_prompt_positions, packed_last_prompt_positions
+pytest.importorskip("verl", reason="needs the [verl] extra: pip install -e \".[verl]\"")
+import torch  # noqa: E402
+
+from agents.verl_bridge.hidden import (HiddenStateTap, last_prompt_positions,  # noqa: E402
+                                       packed_last_prompt_positions)
 
 
 def verl_layout(tok, prompts, responses, prompt_width, response_width):
