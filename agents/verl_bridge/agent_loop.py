@@ -124,7 +124,8 @@ class BipaceEnvAgentLoop(AgentLoopBase):
                 outputs.append(AgentLoopOutput(
                     prompt_ids=prompt_ids, response_ids=resp, response_mask=[1] * len(resp),
                     response_logprobs=logp, num_turns=2, extra_fields=fields,
-                    metrics={"generate_sequences": gen_s, "num_preempted": out.num_preempted or -1}))
+                    metrics={"generate_sequences": gen_s,
+                             "num_preempted": -1 if out.num_preempted is None else out.num_preempted}))
                 prompter.record(0, obs, action)
                 ret += reward
                 obs, info = nxt, nxt_info

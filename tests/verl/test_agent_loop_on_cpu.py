@@ -107,6 +107,10 @@ def test_expert_script_wins_with_one_sample_per_step(tiny, env_row):
     assert [s["bipace_reward"] for s in steps] == [0.0] * (len(plan) - 1) + [10.0]
     assert all(o.reward_score == 10.0 and o.extra_fields["reward_extra_info"]["won"] == 1.0 for o in outs)
     assert all(set(STEP_KEYS) <= set(s) for s in steps)
+    # what verl's V1 worker stores per sample (AgentLoopOutput.as_dict): the return at the last token
+    stored = outs[0].as_dict()
+    assert stored["rm_scores"].tolist() == [0.0] * (len(server.responses[0]) - 1) + [10.0]
+    assert stored["extra_fields"]["bipace_step"] == 0 and "reward_extra_info" in stored["extra_fields"]
     # the sample is what the server saw and said: the prompt it was sent, its tokens and log-probs
     for o, p, r in zip(outs, server.prompts, server.responses):
         assert o.prompt_ids == p and o.response_ids == r and o.response_mask == [1] * len(r)
