@@ -6,8 +6,10 @@
 
 Modules: ``steps`` (the per-step fields each sample carries, StepBatch <-> DataProto, token-level
 advantages), ``agent_loop`` (``bipace_env``: plays one env episode through verl's LLM server, one sample
-per step), ``hidden`` (BiGPO hidden state tapped in the old-log-prob forward), ``trainer`` (verl's sync
-trainer with our estimators in its advantage step, and the entry point), ``dataset``.
+per step), ``hidden`` (BiGPO hidden state tapped in a forward), ``worker`` (verl's actor worker that
+records it in the old-log-prob forward as ``bipace_embedding``), ``trainer`` (verl's sync trainer with
+our estimators in its advantage step and, for BiGPO/BiPACE, that worker), ``main`` (the entry point),
+``dataset``.
 
 Only this subpackage needs verl; ``import agents`` and ``import estimators`` never import it.
 """

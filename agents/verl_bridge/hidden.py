@@ -5,14 +5,17 @@
         logits = actor_module(input_ids=..., attention_mask=..., position_ids=...).logits   # verl's forward
     embedding = tap.value                                    # (n_rows, d) float32 -> "bipace_embedding"
 
-verl's samples are a left-padded prompt then a right-padded response (one sample per step), so the last
-prompt token of every row sits at column ``prompt_width - 1``: the state the policy answered from, the
-same vector ``agents.rollout.HiddenCapture`` keeps from ``generate``'s prefill in our own trainer. With
-verl's padding-free path (``use_remove_padding``) the rows are packed into one sequence;
-``packed_last_prompt_positions`` gives the same tokens there. A hook reads the chosen decoder block's
-output during the forward verl runs anyway (the old log-probs), so no extra pass is made; micro-batches
-append in call order. Wiring the tap into verl's actor worker is not done yet (see README, "Train with
-verl"): until then ``bigpo``/``bipace`` under verl stop with an error that says so.
+The state kept is the chosen decoder block's output at each sample's last prompt token: the state the
+policy answered from, the same vector ``agents.rollout.HiddenCapture`` keeps from ``generate``'s
+prefill in our own trainer. A forward hook reads it during the forward verl runs anyway (the old
+log-probs), so no extra pass is made; micro-batches append in call order. Positions: with a
+left-padded prompt + right-padded response layout the last prompt token of every row sits at column
+``prompt_width - 1`` (``last_prompt_positions``); in verl's padding-free packed layout
+(``use_remove_padding``) row i starts at ``cu_seqlens[i]`` (``packed_last_prompt_positions``). Under
+Ulysses sequence parallelism each rank holds one slice of the packed sequence: ``capture(..., shard=
+(rank, group))`` keeps the positions in this rank's slice and sums the (zero elsewhere) rows over the
+group, so every rank ends with all of them. ``agents.verl_bridge.worker`` wires the tap into verl's
+actor worker.
 """
 from __future__ import annotations
 
@@ -50,23 +53,37 @@ class HiddenStateTap:
         layers = decoder_layers(model)
         self.layer = default_hidden_layer(len(layers)) if layer is None else layer
         self.handle = layers[layer_module_index(self.layer, len(layers))].register_forward_hook(self._hook)
-        self.positions, self.parts = None, []
+        self.positions, self.shard, self.parts = None, None, []
 
     def _hook(self, module, args, output):
         if self.positions is None:
             return
         h = output[0] if isinstance(output, tuple) else output
-        rows, cols = self.positions
-        self.parts.append(h[rows.to(h.device), cols.to(h.device)].detach().float().cpu())
+        rows, cols = (p.to(h.device) for p in self.positions)
+        if self.shard is None:
+            self.parts.append(h[rows, cols].detach().float().cpu())
+            return
+        # sequence parallel: this rank holds columns [start, start + width) of the (padded) sequence
+        rank, group = self.shard
+        width = h.shape[1]
+        start = rank * width
+        mine = (cols >= start) & (cols < start + width)
+        picked = torch.zeros(rows.numel(), h.shape[-1], dtype=torch.float32, device=h.device)
+        picked[mine] = h[rows[mine], cols[mine] - start].detach().float()
+        if group is not None:
+            torch.distributed.all_reduce(picked, group=group)
+        self.parts.append(picked.cpu())
 
     @contextmanager
-    def capture(self, positions):
-        """Record during the forward(s) run inside the block; ``value`` then holds them, in call order."""
-        self.positions, self.parts = positions, []
+    def capture(self, positions, shard: tuple | None = None):
+        """Record during the forward(s) run inside the block; ``value`` then holds them, in call order.
+        ``shard=(rank, group)``: the block sees rank's equal slice of the sequence dimension (Ulysses);
+        the rows are summed over ``group`` (None: keep this rank's part, zero elsewhere)."""
+        self.positions, self.shard, self.parts = positions, shard, []
         try:
             yield self
         finally:
-            self.positions = None
+            self.positions, self.shard = None, None
 
     @property
     def value(self) -> torch.Tensor:

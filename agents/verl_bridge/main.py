@@ -41,6 +41,8 @@ def check_config(config) -> None:
     if name in REGISTRY and name not in ("grpo", "rloo") and mode != "bipace_sync":
         raise ValueError(f"algorithm.adv_estimator={name} is a bipace estimator: set "
                          f"trainer.v1.trainer_mode=bipace_sync (got {mode!r})")
+    if name in REGISTRY and mode == "bipace_sync":
+        trainer.check_algorithm(config.algorithm)     # now, not after the first rollout
     path = config.actor_rollout_ref.rollout.agent.get("agent_loop_config_path")
     if config.actor_rollout_ref.rollout.agent.get("default_agent_loop") == "bipace_env" and not path:
         raise ValueError("the bipace_env agent loop needs actor_rollout_ref.rollout.agent."

@@ -30,7 +30,7 @@ STEP_KEYS = {
     "bipace_anchor": "anchor",        # hash of the env state acted on (GiGPO/HGPO/PACE groups)
     "bipace_action_key": "action_key",  # PACE action key (estimators.action_key)
 }
-EMBEDDING_KEY = "bipace_embedding"    # (N, d) float tensor, filled by the old-log-prob forward (hidden.py)
+EMBEDDING_KEY = "bipace_embedding"    # (N, d) float32, from the old-log-prob forward (worker.py)
 
 
 def anchor_hash(anchor: Any) -> str:
@@ -107,8 +107,11 @@ def compute_data_advantages(data, estimator: str, padding=None, **options):
     emb = data.batch[EMBEDDING_KEY] if EMBEDDING_KEY in data.batch.keys() else None
     if "embedding" in needs and emb is None:
         raise ValueError(f"estimator {estimator!r} needs the policy's hidden states ({EMBEDDING_KEY}), "
-                         "which the batch lacks: train with the bipace trainer "
-                         "(trainer.v1.trainer_mode=bipace_sync) so the old-log-prob forward records them")
+                         "which the batch lacks. They are recorded in the old-log-prob forward by the bipace "
+                         "actor worker, which the bipace trainer puts in place for this estimator: launch "
+                         "with `python -m agents.verl_bridge.main` and trainer.v1.trainer_mode=bipace_sync, "
+                         "keep algorithm.rollout_correction.bypass_mode=false (the forward must run), and "
+                         "do not override the actor worker class")
     scores = {}
     if "old_logp_sum" in needs:
         if "old_log_probs" not in data.batch.keys():

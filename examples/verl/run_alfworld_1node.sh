@@ -2,6 +2,8 @@
 # ALFWorld x Qwen2.5-1.5B-Instruct on one node with N GPUs (default 8), verl 0.9.1 + bipace.
 # Needs CUDA GPUs and vLLM (pip install -e ".[verl]" plus verl's vllm extra); not runnable on CPU.
 # Usage: examples/verl/run_alfworld_1node.sh [N_GPUS] [ESTIMATOR] [extra hydra overrides...]
+# ESTIMATOR: any name of estimators.REGISTRY (default gigpo); bipace and bigpo included, their hidden states
+# come from the old-log-prob forward (set the layer with bipace.hidden_layer=N).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 N_GPUS=${1:-8}

@@ -45,6 +45,10 @@ def test_checks_name_what_to_set():
     with pytest.raises(ValueError, match="trainer_mode=bipace_sync"):
         bridge_main.check_config(example_config("algorithm.adv_estimator=pace",
                                                 "trainer.v1.trainer_mode=sync"))
+    with pytest.raises(ValueError, match="bypass_mode=True skips that forward"):
+        bridge_main.check_config(example_config("algorithm.adv_estimator=bipace",
+                                                "algorithm.rollout_correction.bypass_mode=true"))
+    bridge_main.check_config(example_config("algorithm.adv_estimator=bipace"))     # the forward runs: fine
     with pytest.raises(ValueError, match="agent_loop_config_path"):
         no_yaml = "actor_rollout_ref.rollout.agent.agent_loop_config_path=null"
         bridge_main.check_config(example_config(no_yaml))
