@@ -1,0 +1,26 @@
+"""verl bridge fixtures: an isolated model cache for the tiny model. Each test module skips itself without
+verl (``pytest.importorskip``; verl lives in the [verl] extra), so the main suite runs without it."""
+from __future__ import annotations
+
+import os
+
+import pytest
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _verl_cache(tmp_path_factory):
+    old = os.environ.get("BIPACE_CACHE")
+    os.environ["BIPACE_CACHE"] = str(tmp_path_factory.mktemp("bipace_cache"))
+    yield
+    if old is None:
+        os.environ.pop("BIPACE_CACHE", None)
+    else:
+        os.environ["BIPACE_CACHE"] = old
+
+
+@pytest.fixture(scope="session")
+def tiny():
+    import torch
+    from agents.models import load_policy
+    torch.set_num_threads(1)
+    return load_policy("tiny")
