@@ -60,6 +60,44 @@ def rl_seconds(run_dir: Path) -> float:
                    for r in csv.DictReader(f))
 
 
+def screened_goals(args, out: Path, warm: Path, common: dict) -> list:
+    """Training goals the warm start won at least once in ``--screen-repeats`` episodes each, at the RL
+    temperature (played once per table, kept in ``screen.json``).
+
+    Why: a group whose G episodes all fail (or all win) has no episode-level signal. Sampling uniformly
+    from the 290 depth 1-2 training goals, a warm start that wins ~15% drew batches where 0-1 of 4 groups
+    mixed wins and losses (mixed_groups in train.csv), half the iterations had no update at all, and each
+    goal was drawn less than once per run. Goals the policy can already win sometimes are where its
+    success can move (the online prompt filtering of DAPO, done once ahead of the runs)."""
+    from agents.config import TrainConfig
+    from agents.envs import get_env_spec
+    from agents.trainer import Trainer
+    screen_file = out / "screen.json"
+    if not screen_file.exists():
+        t0 = time.perf_counter()
+        screen_cfg = {**common, "eval_split": "train", "eval_tasks": 0, "eval_repeats": args.screen_repeats,
+                      "eval_temperature": args.temperature}
+        sc = Trainer(TrainConfig(model=str(warm), out_dir=str(out / "screen"), tensorboard=False,
+                                 **screen_cfg))
+        ev = sc.evaluate()
+        screen_file.write_text(json.dumps({**ev, "wall_s": time.perf_counter() - t0,
+                                           "by_task": sc.eval_by_task}))
+        del sc
+    screen = json.loads(screen_file.read_text())
+    keep = {task for task, (won, _) in screen["by_task"].items() if won > 0}
+    spec = get_env_spec("textcraft")
+    probe = spec.make(max_steps=args.max_steps, preset="agentgym", depths=(1, 2))
+    goals = [t for t in spec.tasks(probe, "train") if str(t) in keep]
+    probe.close()
+    print(f"screen: the warm start won {len(goals)} of {len(screen['by_task'])} training goals at least once "
+          f"in {args.screen_repeats} episode(s) each (success {screen['eval_success']:.3f}, "
+          f"{screen['wall_s']:.0f}s); RL samples those", flush=True)
+    if not goals:
+        raise SystemExit("the warm start won no training goal in the screen: train it longer (--sft-steps) "
+                         "or screen with more repeats (--screen-repeats)")
+    return goals
+
+
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", default="runs/train_table")
@@ -97,6 +135,9 @@ def main(argv=None) -> None:
     ap.add_argument("--max-new-tokens", type=int, default=32)
     ap.add_argument("--history-length", type=int, default=8,
                     help="past steps shown; the prompt is the only place the policy can see what it holds")
+    ap.add_argument("--screen-repeats", type=int, default=1,
+                    help="play every training goal this many times with the warm start (once per table) and "
+                         "let RL sample only goals it won at least once (0 = every training goal)")
     ap.add_argument("--eval-every", type=int, default=0,
                     help="also evaluate every N iterations (0 = before/after only)")
     ap.add_argument("--eval-tasks", type=int, default=0, help="0 = the whole held-out split (77 goals)")
@@ -180,6 +221,7 @@ def main(argv=None) -> None:
         del ws
     before = json.loads(warm_eval_file.read_text())
     print(f"warm start held-out success {fmt(before['eval_success'], before['eval_n'])}", flush=True)
+    train_goals = screened_goals(args, out, warm, common) if args.screen_repeats > 0 else None
     results = json.loads(results_file.read_text()) if results_file.exists() else []
     done = {(r["estimator"], r["seed"]) for r in results}
     for seed in args.seeds:
@@ -201,7 +243,7 @@ def main(argv=None) -> None:
                               checkpoint_every=1, mini_batch_rows=args.mini_batch_rows, micro_batch_rows=16,
                               ppo_epochs=args.ppo_epochs, drift_rows=args.drift_rows,
                               tensorboard=True, **common)
-            s = Trainer(cfg).train()
+            s = Trainer(cfg, train_tasks=train_goals).train()
             first, last = training_curve(run_dir, args.curve_window)
             s.update(sft_s=sft_s, eval_before=before["eval_success"], train_first=first, train_last=last,
                      rl_s=rl_seconds(run_dir))

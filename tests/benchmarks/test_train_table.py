@@ -7,7 +7,8 @@ from benchmarks import train_table
 
 TINY = ["--model", "tiny", "--sft-steps", "2", "--iterations", "1", "--batch-tasks", "2", "--group-size", "2",
         "--eval-tasks", "2",
-        "--eval-repeats", "1", "--max-steps", "2", "--max-new-tokens", "4", "--threads", "1", "--seeds", "0"]
+        "--eval-repeats", "1", "--max-steps", "2", "--max-new-tokens", "4", "--threads", "1", "--seeds", "0",
+        "--screen-repeats", "0"]
 
 
 @pytest.fixture
@@ -47,3 +48,31 @@ def test_a_run_stopped_after_a_checkpoint_continues_instead_of_restarting(tmp_pa
     train_table.main(out + TINY + ["--estimators", "grpo"])
     assert (tmp_path / "grpo_seed0" / "train.csv").read_text() == log    # no iteration was redone
     assert [r["estimator"] for r in json.loads((tmp_path / "results.json").read_text())] == ["grpo"]
+
+
+def test_screen_limits_rl_to_the_training_goals_the_warm_start_won(tmp_path, capsys, monkeypatch,
+                                                                    keep_torch_threads):
+    from agents.trainer import Trainer
+    out = ["--out", str(tmp_path)]
+    screened = TINY[:-1] + ["1"]
+    # the untrained tiny model wins no goal: the screen runs over every training goal, then says so
+    with pytest.raises(SystemExit, match="won no training goal"):
+        train_table.main(out + screened + ["--estimators", "grpo"])
+    screen = json.loads((tmp_path / "screen.json").read_text())
+    assert screen["eval_n"] == len(screen["by_task"]) > 100 and screen["eval_success"] == 0.0
+    # as if the warm start had won two goals (one of them on one episode of two)
+    goals = sorted(screen["by_task"])[:3]
+    screen["by_task"] = {g: [0, 1] for g in screen["by_task"]}
+    screen["by_task"][goals[0]], screen["by_task"][goals[2]] = [1, 1], [1, 2]
+    (tmp_path / "screen.json").write_text(json.dumps(screen))
+    seen = []
+    real_init = Trainer.__init__
+
+    def spy(self, cfg, *a, **kw):
+        real_init(self, cfg, *a, **kw)
+        seen.append((cfg.out_dir, list(self.train_tasks)))
+    monkeypatch.setattr(Trainer, "__init__", spy)
+    train_table.main(out + screened + ["--estimators", "grpo"])
+    rl_runs = [tasks for where, tasks in seen if where.endswith("grpo_seed0")]
+    assert [[str(t) for t in tasks] for tasks in rl_runs] == [[goals[0], goals[2]]]
+    assert "won 2 of" in capsys.readouterr().out
