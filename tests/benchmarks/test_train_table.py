@@ -51,7 +51,7 @@ def test_a_run_stopped_after_a_checkpoint_continues_instead_of_restarting(tmp_pa
 
 
 def test_screen_limits_rl_to_the_training_goals_the_warm_start_won(tmp_path, capsys, monkeypatch,
-                                                                    keep_torch_threads):
+                                                                   keep_torch_threads):
     from agents.trainer import Trainer
     out = ["--out", str(tmp_path)]
     screened = TINY[:-1] + ["1"]
