@@ -60,6 +60,19 @@ def rl_seconds(run_dir: Path) -> float:
                    for r in csv.DictReader(f))
 
 
+def evaluate_once(path: Path, model: str, out_dir: Path, cfg: dict) -> dict:
+    """``Trainer.evaluate`` of ``model`` with ``cfg``, run once and kept in ``path`` with its wall time and
+    per-goal wins (a rerun of the table reads it back)."""
+    if not path.exists():
+        from agents.config import TrainConfig
+        from agents.trainer import Trainer
+        t0 = time.perf_counter()
+        tr = Trainer(TrainConfig(model=model, out_dir=str(out_dir), tensorboard=False, **cfg))
+        ev = tr.evaluate()
+        path.write_text(json.dumps({**ev, "wall_s": time.perf_counter() - t0, "by_task": tr.eval_by_task}))
+    return json.loads(path.read_text())
+
+
 def screened_goals(args, out: Path, warm: Path, common: dict) -> list:
     """Training goals the warm start won at least once in ``--screen-repeats`` episodes each, at the RL
     temperature (played once per table, kept in ``screen.json``).
@@ -69,21 +82,10 @@ def screened_goals(args, out: Path, warm: Path, common: dict) -> list:
     mixed wins and losses (mixed_groups in train.csv), half the iterations had no update at all, and each
     goal was drawn less than once per run. Goals the policy can already win sometimes are where its
     success can move (the online prompt filtering of DAPO, done once ahead of the runs)."""
-    from agents.config import TrainConfig
     from agents.envs import get_env_spec
-    from agents.trainer import Trainer
-    screen_file = out / "screen.json"
-    if not screen_file.exists():
-        t0 = time.perf_counter()
-        screen_cfg = {**common, "eval_split": "train", "eval_tasks": 0, "eval_repeats": args.screen_repeats,
-                      "eval_temperature": args.temperature}
-        sc = Trainer(TrainConfig(model=str(warm), out_dir=str(out / "screen"), tensorboard=False,
-                                 **screen_cfg))
-        ev = sc.evaluate()
-        screen_file.write_text(json.dumps({**ev, "wall_s": time.perf_counter() - t0,
-                                           "by_task": sc.eval_by_task}))
-        del sc
-    screen = json.loads(screen_file.read_text())
+    screen_cfg = {**common, "eval_split": "train", "eval_tasks": 0, "eval_repeats": args.screen_repeats,
+                  "eval_temperature": args.temperature}
+    screen = evaluate_once(out / "screen.json", str(warm), out / "screen", screen_cfg)
     keep = {task for task, (won, _) in screen["by_task"].items() if won > 0}
     spec = get_env_spec("textcraft")
     probe = spec.make(max_steps=args.max_steps, preset="agentgym", depths=(1, 2))
@@ -211,15 +213,8 @@ def main(argv=None) -> None:
         return
     # the RL runs load the warm start's folder, so they take BiGPO's radius from the model it came from
     eps = MODEL_PRESETS[args.model].eps if args.model in MODEL_PRESETS else 0.05
-    if not warm_eval_file.exists():     # the warm start is every RL run's policy before its first update
-        t0 = time.perf_counter()
-        ws = Trainer(TrainConfig(model=str(warm), out_dir=str(out / "warm_eval"), tensorboard=False,
-                                 **common))
-        ev = ws.evaluate()
-        warm_eval_file.write_text(json.dumps({**ev, "wall_s": time.perf_counter() - t0,
-                                              "by_task": ws.eval_by_task}))
-        del ws
-    before = json.loads(warm_eval_file.read_text())
+    # the warm start is every RL run's policy before its first update
+    before = evaluate_once(warm_eval_file, str(warm), out / "warm_eval", common)
     print(f"warm start held-out success {fmt(before['eval_success'], before['eval_n'])}", flush=True)
     train_goals = screened_goals(args, out, warm, common) if args.screen_repeats > 0 else None
     results = json.loads(results_file.read_text()) if results_file.exists() else []
@@ -253,15 +248,7 @@ def main(argv=None) -> None:
             results_file.write_text(json.dumps(results, indent=1))   # partial results survive
     # last: the untrained model chats instead of acting, so its episodes run to max_steps with long
     # answers in the history (one 308-episode evaluation took over 45 minutes on a loaded 2-core machine)
-    if not zero_shot_file.exists():      # the untrained policy on the same held-out episodes
-        t0 = time.perf_counter()
-        zs = Trainer(TrainConfig(model=args.model, out_dir=str(out / "zero_shot"), tensorboard=False,
-                                 **common))
-        ev = zs.evaluate()
-        zero_shot_file.write_text(json.dumps({**ev, "wall_s": time.perf_counter() - t0,
-                                              "by_task": zs.eval_by_task}))
-        del zs
-    zero_shot = json.loads(zero_shot_file.read_text())
+    zero_shot = evaluate_once(zero_shot_file, args.model, out / "zero_shot", common)
     n = zero_shot["eval_n"]
     print(f"\nheld-out success (95% CI), {n} episodes per figure; "
           f"zero-shot {fmt(zero_shot['eval_success'], n)}; "

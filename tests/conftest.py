@@ -2,12 +2,28 @@
 from __future__ import annotations
 
 import os
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 SHARED_DIR = Path(os.environ.get("BIPACE_SHARED", REPO_ROOT.parent / "shared"))
+
+
+@contextmanager
+def isolated_bipace_cache(path: Path):
+    """BIPACE_CACHE pointed at ``path`` (a model cache of the tests' own: the tiny model is built into
+    it), restored afterwards."""
+    old = os.environ.get("BIPACE_CACHE")
+    os.environ["BIPACE_CACHE"] = str(path)
+    try:
+        yield path
+    finally:
+        if old is None:
+            os.environ.pop("BIPACE_CACHE", None)
+        else:
+            os.environ["BIPACE_CACHE"] = old
 
 
 @pytest.fixture(scope="session")

@@ -8,19 +8,16 @@ import sys
 import pytest
 import torch
 
+from tests.conftest import isolated_bipace_cache
+
 sys.path.insert(0, os.path.dirname(__file__))
 
 
 @pytest.fixture(scope="session", autouse=True)
 def _agent_cache(tmp_path_factory):
-    old = os.environ.get("BIPACE_CACHE")
-    os.environ["BIPACE_CACHE"] = str(tmp_path_factory.mktemp("bipace_cache"))
     torch.set_num_threads(1)
-    yield
-    if old is None:
-        os.environ.pop("BIPACE_CACHE", None)
-    else:
-        os.environ["BIPACE_CACHE"] = old
+    with isolated_bipace_cache(tmp_path_factory.mktemp("bipace_cache")):
+        yield
 
 
 @pytest.fixture(scope="session")

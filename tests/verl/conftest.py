@@ -2,20 +2,15 @@
 verl (``pytest.importorskip``; verl lives in the [verl] extra), so the main suite runs without it."""
 from __future__ import annotations
 
-import os
-
 import pytest
+
+from tests.conftest import isolated_bipace_cache
 
 
 @pytest.fixture(scope="session", autouse=True)
 def _verl_cache(tmp_path_factory):
-    old = os.environ.get("BIPACE_CACHE")
-    os.environ["BIPACE_CACHE"] = str(tmp_path_factory.mktemp("bipace_cache"))
-    yield
-    if old is None:
-        os.environ.pop("BIPACE_CACHE", None)
-    else:
-        os.environ["BIPACE_CACHE"] = old
+    with isolated_bipace_cache(tmp_path_factory.mktemp("bipace_cache")):
+        yield
 
 
 @pytest.fixture(scope="session")
