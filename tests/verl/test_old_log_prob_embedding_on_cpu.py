@@ -133,18 +133,23 @@ def direct(model, layer, sample):
     return out.hidden_states[layer][0, p - 1].float(), logp
 
 
-@pytest.mark.parametrize("rmpad,dynamic", [(True, False), (True, True), (False, False), (False, True)],
-                         ids=["packed", "packed-dynamic-bsz", "padded", "padded-dynamic-bsz"])
-def test_old_log_prob_forward_returns_the_hidden_state_of_a_direct_forward(tiny, on_cpu, rmpad, dynamic):
-    model, tok = tiny
+def recorded_log_prob_pass(model, tok, *, rmpad, dynamic):
+    """The samples, our worker's compute_log_prob output on them (default layer) and that layer."""
     model.eval()
     data = samples(tok)
     worker = make_worker(model, rmpad=rmpad, dynamic=dynamic, hidden={"layer": None})
     try:
         out = worker.compute_log_prob(old_log_prob_request(list_of_dict_to_tensordict(data)))
-        layer = worker.bipace_tap.layer
+        return data, out, worker.bipace_tap.layer
     finally:
         worker.bipace_tap.remove()
+
+
+@pytest.mark.parametrize("rmpad,dynamic", [(True, False), (True, True), (False, False), (False, True)],
+                         ids=["packed", "packed-dynamic-bsz", "padded", "padded-dynamic-bsz"])
+def test_old_log_prob_forward_returns_the_hidden_state_of_a_direct_forward(tiny, on_cpu, rmpad, dynamic):
+    model, tok = tiny
+    data, out, layer = recorded_log_prob_pass(model, tok, rmpad=rmpad, dynamic=dynamic)
     emb = out[EMBEDDING_KEY]
     assert emb.is_nested and len(emb.unbind()) == len(data)     # one per-sample vector, as TQ stores fields
     emb = torch.stack(list(emb.unbind()))
@@ -230,14 +235,7 @@ def test_advantage_step_on_captured_embeddings_equals_compute_advantages(tiny, o
     """The worker's output (as the TransferQueue would hold it) through the bipace_sync advantage step
     gives the advantages of compute_advantages(batch, 'bipace') with direct-forward embeddings."""
     model, tok = tiny
-    model.eval()
-    data = samples(tok)
-    worker = make_worker(model, rmpad=True, dynamic=True, hidden={"layer": None})
-    try:
-        out = worker.compute_log_prob(old_log_prob_request(list_of_dict_to_tensordict(data)))
-        layer = worker.bipace_tap.layer
-    finally:
-        worker.bipace_tap.remove()
+    data, out, layer = recorded_log_prob_pass(model, tok, rmpad=True, dynamic=True)
     fields = [step_fields(g, tr, st, rw, True, state, ANSWERS[i % len(ANSWERS)])
               for i, (g, tr, st, state, rw) in enumerate(EPISODES)]
     store = [{"response_mask": s["response_mask"], EMBEDDING_KEY: out[EMBEDDING_KEY].unbind()[i],
