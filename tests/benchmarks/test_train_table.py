@@ -34,7 +34,7 @@ def test_rerun_keeps_finished_runs_adds_missing_ones_and_refuses_other_settings(
     assert second[1]["eval_before"] == first[0]["eval_before"] and second[1]["sft_s"] == first[0]["sft_s"]
     assert "grpo seed 0: kept" in capsys.readouterr().out
 
-    with pytest.raises(SystemExit, match="other settings.*'lr': \\(0.0001, 0.001\\)"):
+    with pytest.raises(SystemExit, match="other settings.*'lr': \\(0.0005, 0.001\\)"):
         train_table.main(out + TINY + ["--estimators", "bipace", "--lr", "1e-3"])
     assert json.loads((tmp_path / "results.json").read_text()) == second
 
