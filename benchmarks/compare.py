@@ -5,7 +5,7 @@
                                                              # generalise)
     bipace-compare --estimators grpo gigpo bipace --seeds 0 1 2 --iterations 20 --out runs/compare
     bipace-compare --preset qwen1.5b --env alfworld --estimators grpo gigpo bipace --seeds 0 1 2
-    bipace-compare --set lr=1e-4 --set env_kwargs='{"depths": [1]}'   # any agents.config.TrainConfig field
+    bipace-compare --set lr=1e-3 --set env_kwargs='{"depths": [1]}'   # any agents.config.TrainConfig field
     bipace-compare --vector-mode ray --ray-address auto      # envs in the actors of a Ray cluster (README)
 
 Runs are sequential in this process (one heavy job at a time), each an ``agents.trainer.Trainer`` with
@@ -51,7 +51,7 @@ PRESETS: dict[str, dict] = {
                        env_kwargs='{"preset": "agentgym", "depths": [1, 2]}',
                        max_steps=6, history_length=6, show_admissible=False, max_new_tokens=32,
                        temperature=1.0,
-                       batch_tasks=4, group_size=4, lr=1e-4, lora_rank=16, lora_alpha=32, skip_zero_adv=True,
+                       batch_tasks=4, group_size=4, lr=5e-4, lora_rank=16, lora_alpha=32, skip_zero_adv=True,
                        mini_batch_rows=64, micro_batch_rows=16, iterations=3, eval_every=0, eval_tasks=24,
                        eval_batch=24, checkpoint_every=0, sft_steps=60, sft_lr=2e-4, sft_batch=8, threads=2,
                        tensorboard=False),
