@@ -265,15 +265,20 @@ class Trainer:
             return ro.old_logprobs
         if self.cfg.old_logprobs != "recompute":
             raise ValueError(f"old_logprobs must be generate | recompute, got {self.cfg.old_logprobs!r}")
+        return self._row_logprobs(ro, np.arange(len(ro.response_ids)))
+
+    @torch.no_grad()
+    def _row_logprobs(self, ro, rows: np.ndarray) -> list:
+        """Per-token log-probs of the responses of ``rows`` under the current policy, one CPU tensor each."""
         self.model.eval()
         out, step = [], self.cfg.micro_batch_rows
-        for s in range(0, len(ro.response_ids), step):
-            rows = range(s, min(s + step, len(ro.response_ids)))
-            keys = [ro.prefix_keys[r] for r in rows] if self.cfg.share_prefix and ro.prefix_keys else None
-            lp, _, _ = response_logprobs(self.model, [ro.prompt_ids[r] for r in rows],
-                                         [ro.response_ids[r] for r in rows], self.tok.pad_token_id,
+        for s in range(0, len(rows), step):
+            part = rows[s:s + step]
+            keys = [ro.prefix_keys[r] for r in part] if self.cfg.share_prefix and ro.prefix_keys else None
+            lp, _, _ = response_logprobs(self.model, [ro.prompt_ids[r] for r in part],
+                                         [ro.response_ids[r] for r in part], self.tok.pad_token_id,
                                          self.cfg.temperature, with_entropy=False, keys=keys)
-            out += [lp[k, :len(ro.response_ids[r])].cpu() for k, r in enumerate(rows)]
+            out += [lp[k, :len(ro.response_ids[r])].cpu() for k, r in enumerate(part)]
         return out
 
     def update(self, ro, adv: np.ndarray, rng) -> dict:
@@ -341,25 +346,12 @@ class Trainer:
             out["drift"] = self._drift(ro, rows_all[:c.drift_rows], old_all)
         return out
 
-    @torch.no_grad()
     def _drift(self, ro, rows: np.ndarray, old_all: list) -> float:
         """Mean |log pi_new - log pi_old| per response token over ``rows`` after the update: how far
         one iteration moved the policy on the data it trained on (0 before any step)."""
-        if len(rows) == 0:
-            return 0.0
-        self.model.eval()
-        c, total, tokens = self.cfg, 0.0, 0
-        share = c.share_prefix and not c.gradient_checkpointing and len(ro.prefix_keys) == len(ro.prompt_ids)
-        for m0 in range(0, len(rows), c.micro_batch_rows):
-            part = rows[m0:m0 + c.micro_batch_rows]
-            logp, _, mask = response_logprobs(self.model, [ro.prompt_ids[r] for r in part],
-                                              [ro.response_ids[r] for r in part], self.tok.pad_token_id,
-                                              c.temperature, with_entropy=False,
-                                              keys=[ro.prefix_keys[r] for r in part] if share else None)
-            for k, r in enumerate(part):
-                n = len(old_all[r])
-                total += float((logp[k, :n].cpu() - old_all[r]).abs().sum())
-                tokens += n
+        new = self._row_logprobs(ro, rows)
+        tokens = sum(len(lp) for lp in new)
+        total = sum(float((lp - old_all[r]).abs().sum()) for lp, r in zip(new, rows))
         return total / max(tokens, 1)
 
     def batch_metrics(self, ro, adv: np.ndarray) -> dict:
