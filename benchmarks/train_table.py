@@ -1,6 +1,7 @@
 """Zero-shot, warm start and RL table on TextCraft (depth 1-2 goals held out from training), on CPU.
 
     flock /tmp/bipace-heavy.lock nice -n 5 python benchmarks/train_table.py --out runs/table
+    python benchmarks/train_table.py --out runs/table --report    # the table so far; runs nothing
     # smoke:
     python benchmarks/train_table.py --model tiny --seeds 0 --estimators grpo --iterations 2 --sft-steps 20
 
@@ -9,11 +10,13 @@ imitation warm start (LoRA SFT on expert trajectories of the train goals, merged
 estimator and RL seed the same RL budget from it, with a fresh LoRA adapter. Success is measured on the
 held-out goals (the agentgym preset's test split, depths 1-2: 77 goals x ``--eval-repeats`` episodes,
 fixed env and decoding seeds) zero-shot, after the warm start (= before RL: the fresh adapter is a no-op)
-and after each RL run, each with a 95% confidence interval (normal approximation over episodes).
-Training-goal success per iteration is in each run's ``train.csv``; the table gives its mean over the
-first and last ``--curve-window`` iterations. Writes ``results.json`` in ``--out``; rerunning with the
-same ``--out`` continues the table: the zero-shot score, the warm start and finished estimator-seed
-runs are kept (``table_settings.json`` must match).
+and after each RL run, each with 95% confidence intervals over episodes (normal approximation) and over
+goals (``benchmarks/table_report.py``: a goal's episodes are correlated, so the latter is the honest one),
+and the change from the warm start paired goal by goal. Training-goal success per iteration is in each
+run's ``train.csv``; the table gives its mean over the first and last ``--curve-window`` iterations.
+Writes ``results.json``, ``table.md`` and ``table.png`` in ``--out``; rerunning with the same ``--out``
+continues the table: the zero-shot score, the warm start and finished estimator-seed runs are kept
+(``table_settings.json`` must match).
 
 Settings and why (what each fixed, measured with ``mixed_groups``, ``kl`` and ``drift`` in train.csv):
 RL samples only the training goals the warm start won in a one-time screen (``--screen-repeats``):
@@ -31,7 +34,6 @@ from __future__ import annotations
 import argparse
 import csv
 import json
-import math
 import os
 import sys
 import time
@@ -40,14 +42,7 @@ from pathlib import Path
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-
-def ci95(p: float, n: int) -> float:
-    """Half-width of the normal-approximation 95% interval of a success rate over n episodes."""
-    return 1.96 * math.sqrt(max(p * (1 - p), 0.0) / n) if n else float("nan")
-
-
-def fmt(p: float, n: int) -> str:
-    return f"{p:.3f} ± {ci95(p, n):.3f} (n={n})"
+from benchmarks.table_report import fmt, write_report  # noqa: E402  (needs the path above)
 
 
 def training_curve(run_dir: Path, window: int) -> tuple[float, float]:
@@ -153,11 +148,18 @@ def main(argv=None) -> None:
     ap.add_argument("--curve-window", type=int, default=5,
                     help="iterations averaged at each end of the curve")
     ap.add_argument("--sft-only", action="store_true", help="stop after the warm start")
+    ap.add_argument("--report", action="store_true",
+                    help="only print the table (and write table.md, table.png) from what --out holds; "
+                         "trains and evaluates nothing")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--show-admissible", action=argparse.BooleanOptionalAction, default=False,
                     help="list admissible actions (TextCraft's lists reach ~2k tokens with tag variants; "
                          "without them the prompt shows the recipe lines, ~200 tokens)")
     args = ap.parse_args(argv)
+    out = Path(args.out)
+    if args.report:
+        print(write_report(out, args.estimators, args.seeds, args.iterations, args.curve_window))
+        return
 
     import torch
     from agents.config import TrainConfig
@@ -168,10 +170,10 @@ def main(argv=None) -> None:
     from agents.trainer import Trainer
 
     torch.set_num_threads(args.threads)
-    out = Path(args.out)
     # rerunning with the same --out continues a table: finished runs are kept, not redone, so the
     # settings that shape a run must be the ones the kept runs used
-    not_shaping = ("out", "seeds", "estimators", "threads", "sft_only", "sft_probe", "curve_window")
+    not_shaping = ("out", "seeds", "estimators", "threads", "sft_only", "sft_probe", "curve_window",
+                   "report")
     shaping = {k: v for k, v in vars(args).items() if k not in not_shaping}
     settings_file, results_file = out / "table_settings.json", out / "results.json"
     warm_time_file, zero_shot_file = out / "warm_start_s.json", out / "zero_shot.json"
@@ -253,18 +255,9 @@ def main(argv=None) -> None:
     # last: the untrained model chats instead of acting, so its episodes run to max_steps with long
     # answers in the history (one 308-episode evaluation took over 45 minutes on a loaded 2-core machine)
     zero_shot = evaluate_once(zero_shot_file, args.model, out / "zero_shot", common)
-    n = zero_shot["eval_n"]
-    print(f"\nheld-out success (95% CI), {n} episodes per figure; "
-          f"zero-shot {fmt(zero_shot['eval_success'], n)}; "
-          f"warm start built in {sft_s:.0f}s")
-    print("\n| estimator | seed | after warm start | after RL | change | training goals, first -> last "
-          f"{args.curve_window} it. | RL s (iterations) |")
-    print("|---|---|---|---|---|---|---|")
-    for r in results:
-        print(f"| {r['estimator']} | {r['seed']} | {fmt(r['eval_before'], n)} | {fmt(r['eval_after'], n)} | "
-              f"{r['eval_after'] - r['eval_before']:+.3f} | "
-              f"{r['train_first']:.3f} -> {r['train_last']:.3f} | "
-              f"{r['rl_s']:.0f} |")
+    print(f"\nzero-shot held-out success {fmt(zero_shot['eval_success'], zero_shot['eval_n'])}; "
+          f"warm start built in {sft_s:.0f}s\n")
+    print(write_report(out, args.estimators, args.seeds, args.iterations, args.curve_window))
 
 
 if __name__ == "__main__":

@@ -1,6 +1,7 @@
 """benchmarks/train_table.py: a table continues where it stopped, and refuses to mix settings."""
 import json
 
+import numpy as np
 import pytest
 
 from benchmarks import train_table
@@ -25,6 +26,7 @@ def test_rerun_keeps_finished_runs_adds_missing_ones_and_refuses_other_settings(
     train_table.main(out + TINY + ["--estimators", "grpo"])
     first = json.loads((tmp_path / "results.json").read_text())
     assert [(r["estimator"], r["seed"]) for r in first] == [("grpo", 0)]
+    assert "| grpo seed 0 | " in capsys.readouterr().out     # the table ends with its report
     assert first[0]["sft_s"] > 0        # the warm start's own time, recorded beside it
 
     train_table.main(out + TINY + ["--estimators", "grpo", "gigpo"])
@@ -76,3 +78,81 @@ def test_screen_limits_rl_to_the_training_goals_the_warm_start_won(tmp_path, cap
     rl_runs = [tasks for where, tasks in seen if where.endswith("grpo_seed0")]
     assert [[str(t) for t in tasks] for tasks in rl_runs] == [[goals[0], goals[2]]]
     assert "won 2 of" in capsys.readouterr().out
+
+
+WARM_GOALS = {"a": [0, 4], "b": [4, 4], "c": [0, 4], "d": [0, 4]}
+RUN_GOALS = {0: {"a": [4, 4], "b": [4, 4], "c": [0, 4], "d": [0, 4]},
+             1: {"a": [4, 4], "b": [4, 4], "c": [2, 4], "d": [0, 4]}}
+
+
+def _write_table_folder(root, per_goal: bool, with_zero_shot: bool):
+    warm = {"eval_success": 0.25, "eval_n": 16} | ({"by_task": WARM_GOALS} if per_goal else {})
+    (root / "warm_start_eval.json").write_text(json.dumps(warm))
+    (root / "warm_start_s.json").write_text(json.dumps({"sft_s": 600.0}))
+    if with_zero_shot:
+        (root / "zero_shot.json").write_text(json.dumps({"eval_success": 0.0, "eval_n": 16}))
+    rows = [dict(estimator="grpo", seed=s, eval_after=p, train_first=0.5, train_last=0.75, rl_s=1200.0)
+            for s, p in ((0, 0.5), (1, 0.625))]
+    (root / "results.json").write_text(json.dumps(rows))
+    for name, wins in (("grpo_seed0", [0.5, 0.75]), ("grpo_seed1", [0.25, 1.0]), ("bipace_seed0", [0.5])):
+        (root / name).mkdir()
+        (root / name / "train.csv").write_text("iteration,success\n" + "".join(
+            f"{i + 1},{w}\n" for i, w in enumerate(wins)))
+    for seed, by_task in RUN_GOALS.items():
+        (root / f"grpo_seed{seed}" / "eval_by_task.jsonl").write_text(
+            json.dumps({"iteration": 2, "by_task": by_task}) + "\n")
+
+
+def _report_rows(root, capsys) -> dict:
+    train_table.main(["--out", str(root), "--report", "--estimators", "grpo", "bipace",
+                      "--seeds", "0", "1", "--iterations", "2"])
+    text = capsys.readouterr().out
+    assert (root / "table.md").read_text().strip() in text and (root / "table.png").stat().st_size > 0
+    return {line.split(" | ")[0].strip("| *"): line for line in text.splitlines() if line.startswith("| ")}
+
+
+def _t_half(values) -> float:
+    """95% t-interval half-width of a mean of 4 values (t_0.975 with 3 degrees of freedom = 3.182)."""
+    return 3.182 * np.std(values, ddof=1) / 2
+
+
+@pytest.mark.parametrize("with_zero_shot", [True, False])
+def test_report_reads_a_partial_table_without_running_anything(tmp_path, capsys, with_zero_shot):
+    _write_table_folder(tmp_path, per_goal=True, with_zero_shot=with_zero_shot)
+    rows = _report_rows(tmp_path, capsys)
+    warm = np.array([w / n for w, n in WARM_GOALS.values()])
+    after = {s: np.array([w / n for w, n in g.values()]) for s, g in RUN_GOALS.items()}
+    # each goal is its own control: the change is the mean per-goal difference, with a t-interval over goals
+    assert f"+0.250 ± {_t_half(after[0] - warm):.3f} (paired)" in rows["grpo seed 0"]
+    assert f"0.500 ± 0.245 (n=16) | ± {_t_half(after[0]):.3f} (4 goals)" in rows["grpo seed 0"]
+    assert f"+0.375 ± {_t_half(after[1] - warm):.3f} (paired)" in rows["grpo seed 1"]
+    # two seeds pool their episodes goal by goal
+    pooled = (after[0] + after[1]) / 2
+    assert f"0.562 ± 0.172 (n=32) | ± {_t_half(pooled):.3f} (4 goals)" in rows["grpo, 2 seeds pooled"]
+    assert f"+0.312 ± {_t_half(pooled - warm):.3f} (paired)" in rows["grpo, 2 seeds pooled"]
+    assert "stopped after 1 of 2 iterations" in rows["bipace seed 0"]
+    assert "not run yet" in rows["bipace seed 1"] and "bipace, 2 seeds pooled" not in rows
+    assert ("0.000 ± 0.000 (n=16)" in rows["zero-shot"]) == with_zero_shot
+    assert not (tmp_path / "table_settings.json").exists()      # a report is not a run of the table
+
+
+def test_report_without_per_goal_wins_falls_back_to_the_unpaired_interval(tmp_path, capsys):
+    _write_table_folder(tmp_path, per_goal=False, with_zero_shot=False)
+    rows = _report_rows(tmp_path, capsys)
+    half = 1.96 * np.sqrt(0.25 * 0.75 / 16 + 0.5 * 0.5 / 16)
+    assert f"+0.250 ± {half:.3f} (unpaired)" in rows["grpo seed 0"]
+    assert "| n/a |" in rows["warm start"]
+
+
+def test_report_refuses_a_paired_change_over_other_goals():
+    from benchmarks.table_report import paired_change
+    with pytest.raises(ValueError, match="different goals"):
+        paired_change(WARM_GOALS, {"a": [1, 4]})
+
+
+def test_report_without_a_warm_start_says_what_to_run(tmp_path, capsys):
+    out = tmp_path / "never_run"
+    train_table.main(["--out", str(out), "--report"])
+    assert f"no warm-start evaluation yet (run benchmarks/train_table.py --out {out}" in (
+        capsys.readouterr().out)
+    assert not out.exists()
