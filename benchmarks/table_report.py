@@ -67,15 +67,17 @@ def goal_ci95(by_task: dict) -> float:
     return float(t975(len(rates) - 1) * rates.std(ddof=1) / np.sqrt(len(rates))) if len(rates) > 1 else np.nan
 
 
-def paired_change(before: dict, after: dict) -> tuple[float, float]:
-    """Mean over goals of (after - before) success rate and the half-width of its 95% t-interval: the
-    same goals with the same env and decoding seeds, so each goal is its own control."""
+def paired_change(before: dict, after: dict) -> tuple[float, float, int, int]:
+    """Mean over goals of (after - before) success rate, the half-width of its 95% t-interval (the same
+    goals with the same env and decoding seeds, so each goal is its own control), and how many goals
+    rose and fell."""
     if set(before) != set(after):
         raise ValueError(f"the two evaluations played different goals ({len(before)} vs {len(after)}); "
                          "a paired change needs the same held-out goals")
     rb, ra = goal_rates(before), goal_rates(after)
     d = np.array([ra[g] - rb[g] for g in rb])
-    return float(d.mean()), float(t975(len(d) - 1) * d.std(ddof=1) / np.sqrt(len(d)))
+    half = float(t975(len(d) - 1) * d.std(ddof=1) / np.sqrt(len(d)))
+    return float(d.mean()), half, int((d > 0).sum()), int((d < 0).sum())
 
 
 def pooled_by_task(evals: list[dict]) -> dict:
@@ -100,8 +102,8 @@ def _policy_row(label: str, p: float, n: int, by_task, warm: dict, extra: list[s
     start (paired over goals when both have per-goal wins, else the unpaired interval over episodes)."""
     goals = f"± {goal_ci95(by_task):.3f} ({len(by_task)} goals)" if by_task else "n/a"
     if by_task and warm.get("by_task"):
-        d, half = paired_change(warm["by_task"], by_task)
-        change = f"{d:+.3f} ± {half:.3f} (paired)"
+        d, half, up, down = paired_change(warm["by_task"], by_task)
+        change = f"{d:+.3f} ± {half:.3f} (paired; goals up {up}, down {down})"
     else:
         p0, n0 = warm["eval_success"], warm["eval_n"]
         change = f"{p - p0:+.3f} ± {diff_ci95(p0, n0, p, n):.3f} (unpaired)"

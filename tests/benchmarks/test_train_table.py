@@ -123,13 +123,13 @@ def test_report_reads_a_partial_table_without_running_anything(tmp_path, capsys,
     warm = np.array([w / n for w, n in WARM_GOALS.values()])
     after = {s: np.array([w / n for w, n in g.values()]) for s, g in RUN_GOALS.items()}
     # each goal is its own control: the change is the mean per-goal difference, with a t-interval over goals
-    assert f"+0.250 ± {_t_half(after[0] - warm):.3f} (paired)" in rows["grpo seed 0"]
+    assert f"+0.250 ± {_t_half(after[0] - warm):.3f} (paired; goals up 1, down 0)" in rows["grpo seed 0"]
     assert f"0.500 ± 0.245 (n=16) | ± {_t_half(after[0]):.3f} (4 goals)" in rows["grpo seed 0"]
-    assert f"+0.375 ± {_t_half(after[1] - warm):.3f} (paired)" in rows["grpo seed 1"]
+    assert f"+0.375 ± {_t_half(after[1] - warm):.3f} (paired; goals up 2, down 0)" in rows["grpo seed 1"]
     # two seeds pool their episodes goal by goal
     pooled = (after[0] + after[1]) / 2
     assert f"0.562 ± 0.172 (n=32) | ± {_t_half(pooled):.3f} (4 goals)" in rows["grpo, 2 seeds pooled"]
-    assert f"+0.312 ± {_t_half(pooled - warm):.3f} (paired)" in rows["grpo, 2 seeds pooled"]
+    assert f"+0.312 ± {_t_half(pooled - warm):.3f} (paired;" in rows["grpo, 2 seeds pooled"]
     assert "stopped after 1 of 2 iterations" in rows["bipace seed 0"]
     assert "not run yet" in rows["bipace seed 1"] and "bipace, 2 seeds pooled" not in rows
     assert ("0.000 ± 0.000 (n=16)" in rows["zero-shot"]) == with_zero_shot
@@ -144,8 +144,10 @@ def test_report_without_per_goal_wins_falls_back_to_the_unpaired_interval(tmp_pa
     assert "| n/a |" in rows["warm start"]
 
 
-def test_report_refuses_a_paired_change_over_other_goals():
+def test_paired_change_counts_goals_up_and_down_and_refuses_other_goals():
     from benchmarks.table_report import paired_change
+    d, _, up, down = paired_change(WARM_GOALS, {"a": [1, 4], "b": [2, 4], "c": [0, 4], "d": [0, 4]})
+    assert (d, up, down) == ((0.25 - 0.5) / 4, 1, 1)
     with pytest.raises(ValueError, match="different goals"):
         paired_change(WARM_GOALS, {"a": [1, 4]})
 
