@@ -163,8 +163,9 @@ def markdown(out: Path, estimators: list[str], seeds: list[int], iterations: int
 
 
 def plot(out: Path, estimators: list[str], seeds: list[int], path: Path) -> bool:
-    """Training-goal success per iteration of every run (colour: estimator, line style: seed) beside the
-    held-out success of every policy with its 95% interval. False when there is nothing to draw yet."""
+    """Three panels: training-goal success per iteration of every run (colour: estimator, line style:
+    seed); held-out success of every policy with its 95% interval; each run's paired change from the warm
+    start with its interval (where per-goal wins exist). False when there is nothing to draw yet."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -177,12 +178,13 @@ def plot(out: Path, estimators: list[str], seeds: list[int], path: Path) -> bool
     n = warm["eval_n"]
     results = {(r["estimator"], r["seed"]): r for r in (_read(out / "results.json") or [])}
     colours = plt.get_cmap("tab10")
-    fig, (left, right) = plt.subplots(1, 2, figsize=(13, 4.5), gridspec_kw={"width_ratios": [3, 2]})
+    fig, (left, right, change) = plt.subplots(1, 3, figsize=(16, 4.5),
+                                              gridspec_kw={"width_ratios": [3, 2, 2]})
 
     def half_width(p, m, by_task):     # over goals where the evaluation kept per-goal wins
         return goal_ci95(by_task) if by_task else ci95(p, m)
 
-    labels, points = [], []
+    labels, points, changes = [], [], []
     if zero:
         pz = zero["eval_success"]
         labels.append("zero-shot")
@@ -199,9 +201,11 @@ def plot(out: Path, estimators: list[str], seeds: list[int], path: Path) -> bool
                           label=f"{est} seed {seed}")
             if (est, seed) in results:
                 labels.append(f"{est} s{seed}")
-                p = results[(est, seed)]["eval_after"]
-                points.append((p, half_width(p, n, final_by_task(out / f"{est}_seed{seed}")), colours(k),
-                               MARKERS[k % len(MARKERS)]))
+                p, by_task = results[(est, seed)]["eval_after"], final_by_task(out / f"{est}_seed{seed}")
+                points.append((p, half_width(p, n, by_task), colours(k), MARKERS[k % len(MARKERS)]))
+                if by_task and warm.get("by_task"):
+                    d, half, _, _ = paired_change(warm["by_task"], by_task)
+                    changes.append((labels[-1], d, half, colours(k), MARKERS[k % len(MARKERS)]))
     for x, (p, half, colour, marker) in enumerate(points):
         right.errorbar([x], [p * 100], yerr=[half * 100], color=colour, marker=marker, capsize=4, ms=6)
     right.axhline(warm["eval_success"] * 100, color="black", lw=0.8, ls=":")
@@ -209,6 +213,15 @@ def plot(out: Path, estimators: list[str], seeds: list[int], path: Path) -> bool
     right.set_xlim(-0.6, len(labels) - 0.4)
     right.set_ylabel(f"held-out success % ({n} episodes;\n95% CI over goals, else over episodes)")
     right.set_ylim(*_data_limits(right, 100.0))
+    for x, (_, d, half, colour, marker) in enumerate(changes):
+        change.errorbar([x], [d * 100], yerr=[half * 100], color=colour, marker=marker, capsize=4, ms=6)
+    change.axhline(0, color="black", lw=0.8, ls=":")
+    change.set_xticks(range(len(changes)), [c[0] for c in changes], rotation=30, ha="right", fontsize=8)
+    change.set_xlim(-0.6, max(len(changes), 1) - 0.4)
+    change.set_ylabel("change from the warm start, points\n(95% CI, paired over goals)")
+    if not changes:
+        change.text(0.5, 0.5, "no paired change yet\n(needs per-goal wins)", ha="center",
+                    transform=change.transAxes)
     left.set_xlabel("RL iteration")
     left.set_ylabel("training-goal success % (that iteration's episodes)")
     left.xaxis.set_major_locator(MaxNLocator(integer=True))
@@ -217,7 +230,7 @@ def plot(out: Path, estimators: list[str], seeds: list[int], path: Path) -> bool
         left.legend(fontsize=8, ncol=2)
     else:
         left.text(0.5, 0.5, "no RL iteration yet", ha="center", transform=left.transAxes)
-    for ax in (left, right):
+    for ax in (left, right, change):
         ax.grid(alpha=0.3)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
