@@ -76,7 +76,7 @@ def paired_change(before: dict, after: dict) -> tuple[float, float, int, int]:
                          "a paired change needs the same held-out goals")
     rb, ra = goal_rates(before), goal_rates(after)
     d = np.array([ra[g] - rb[g] for g in rb])
-    half = float(t975(len(d) - 1) * d.std(ddof=1) / np.sqrt(len(d)))
+    half = float(t975(len(d) - 1) * d.std(ddof=1) / np.sqrt(len(d))) if len(d) > 1 else float("nan")
     return float(d.mean()), half, int((d > 0).sum()), int((d < 0).sum())
 
 
@@ -156,7 +156,8 @@ def markdown(out: Path, estimators: list[str], seeds: list[int], iterations: int
              "t-interval of the per-goal success rates) is the honest one; the interval over episodes is the "
              "normal approximation. Change: RL minus warm start, with the 95% t-interval of the per-goal "
              "differences (paired), or the unpaired interval over episodes where an evaluation has no "
-             "per-goal wins.", "",
+             "per-goal wins. A pooled row counts the per-goal wins of its seeds together; its interval does "
+             "not include the spread between seeds.", "",
              "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     lines += ["| " + " | ".join(r) + " |" for r in rows]
     return "\n".join(lines)

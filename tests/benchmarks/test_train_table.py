@@ -150,6 +150,8 @@ def test_paired_change_counts_goals_up_and_down_and_refuses_other_goals():
     assert (d, up, down) == ((0.25 - 0.5) / 4, 1, 1)
     with pytest.raises(ValueError, match="different goals"):
         paired_change(WARM_GOALS, {"a": [1, 4]})
+    d, half, up, down = paired_change({"a": [0, 4]}, {"a": [2, 4]})     # one goal: no interval
+    assert (d, up, down) == (0.5, 1, 0) and np.isnan(half)
 
 
 def test_report_without_a_warm_start_says_what_to_run(tmp_path, capsys):
