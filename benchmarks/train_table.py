@@ -42,13 +42,12 @@ from pathlib import Path
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from benchmarks.table_report import fmt, write_report  # noqa: E402  (needs the path above)
+from benchmarks.table_report import fmt, success_curve, write_report  # noqa: E402  (needs the path above)
 
 
 def training_curve(run_dir: Path, window: int) -> tuple[float, float]:
     """Mean training-goal success of the first and last ``window`` iterations of a run."""
-    with open(run_dir / "train.csv") as f:
-        success = [float(r["success"]) for r in csv.DictReader(f)]
+    success = success_curve(run_dir)
     return sum(success[:window]) / len(success[:window]), sum(success[-window:]) / len(success[-window:])
 
 
