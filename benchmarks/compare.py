@@ -37,6 +37,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from benchmarks.stats import ci95, t975  # noqa: E402  (needs the path above)
 
 # Each preset: TrainConfig overrides and the comparison's default estimators/seeds.
 PRESETS: dict[str, dict] = {
@@ -80,8 +81,6 @@ PRESETS: dict[str, dict] = {
 STYLES, MARKERS = ["-", "--", "-.", ":"], ["o", "s", "^", "D", "v", "P"]
 CSV_FIELDS = ["estimator", "seed", "iteration", "success", "score", "singleton_rate", "clusters_per_group",
               "mean_group_size", "estimator_s", "rollout_s", "update_s", "rows", "eval_success", "eval_n"]
-# two-sided 95% Student t quantiles by degrees of freedom (seeds - 1); 1.96 beyond the table
-T975 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262, 10: 2.228}
 
 
 def make_trainer_class():
@@ -237,7 +236,7 @@ def _ms(values, fmt="{:.1f}") -> str:
         return "n/a"
     if len(values) == 1:
         return fmt.format(values[0]) + " (1 seed)"
-    half = T975.get(len(values) - 1, 1.96) * values.std(ddof=1) / np.sqrt(len(values))
+    half = t975(len(values) - 1) * values.std(ddof=1) / np.sqrt(len(values))
     return (fmt + " ± " + fmt).format(values.mean(), half)
 
 
@@ -245,7 +244,7 @@ def _rate(p: float, n: float) -> str:
     """A success rate in % ± the half-width of its 95% interval over the n episodes it pools."""
     if np.isnan(p) or not n:
         return "n/a"
-    return f"{100 * p:.1f} ± {196 * np.sqrt(p * (1 - p) / n):.1f} (n={int(n)})"
+    return f"{100 * p:.1f} ± {100 * ci95(p, n):.1f} (n={int(n)})"
 
 
 def _pooled(values, episodes) -> tuple[float, float]:

@@ -11,14 +11,12 @@ from __future__ import annotations
 import csv
 import json
 import math
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
-
-def ci95(p: float, n: int) -> float:
-    """Half-width of the normal-approximation 95% interval of a success rate over n episodes."""
-    return 1.96 * math.sqrt(max(p * (1 - p), 0.0) / n) if n else float("nan")
+from benchmarks.stats import ci95, t975
 
 
 def fmt(p: float, n: int) -> str:
@@ -42,16 +40,6 @@ def success_curve(run_dir: Path) -> list[float]:
 
 def _read(path: Path):
     return json.loads(path.read_text()) if path.exists() else None
-
-
-def t975(dof: int) -> float:
-    """97.5% quantile of Student's t: tabled up to 10 degrees of freedom, above that a Cornish-Fisher
-    expansion (within 0.003 of the exact value)."""
-    from benchmarks.compare import T975
-    if dof in T975:
-        return T975[dof]
-    z = 1.959964
-    return z + (z ** 3 + z) / (4 * dof) + (5 * z ** 5 + 16 * z ** 3 + 3 * z) / (96 * dof ** 2)
 
 
 def goal_rates(by_task: dict) -> dict[str, float]:
@@ -97,60 +85,153 @@ def final_by_task(run_dir: Path):
     return json.loads(lines[-1])["by_task"] if lines else None
 
 
-def _policy_row(label: str, p: float, n: int, by_task, warm: dict, extra: list[str]) -> list[str]:
-    """A table row: success with its intervals over episodes and over goals, and its change from the warm
-    start (paired over goals when both have per-goal wins, else the unpaired interval over episodes)."""
-    goals = f"± {goal_ci95(by_task):.3f} ({len(by_task)} goals)" if by_task else "n/a"
-    if by_task and warm.get("by_task"):
-        d, half, up, down = paired_change(warm["by_task"], by_task)
-        change = f"{d:+.3f} ± {half:.3f} (paired; goals up {up}, down {down})"
-    else:
-        p0, n0 = warm["eval_success"], warm["eval_n"]
-        change = f"{p - p0:+.3f} ± {diff_ci95(p0, n0, p, n):.3f} (unpaired)"
-    return [label, fmt(p, n), goals, change] + extra
+@dataclass
+class Policy:
+    """One evaluated policy of a table: zero-shot, the warm start, a run after RL, or an estimator's runs
+    pooled over seeds."""
+    label: str
+    success: float
+    episodes: int
+    by_task: dict | None            # {goal: [won, episodes]}; None where the evaluation predates it
+    estimator: str = ""             # "" for zero-shot and the warm start
+    seed: int | None = None         # None for zero-shot, the warm start and pooled rows
+    train_first: float = math.nan   # training-goal success over the first / last iterations of RL
+    train_last: float = math.nan
+    minutes: str = ""
+    change: tuple | None = None     # vs the warm start: (diff, half-width, goals up, goals down, paired)
 
 
-def markdown(out: Path, estimators: list[str], seeds: list[int], iterations: int, window: int) -> str:
-    """The table: zero-shot, warm start, each estimator-seed run after RL and, with several seeds, each
-    estimator pooled over its seeds; changes against the warm start with their 95% interval."""
-    warm, zero = _read(out / "warm_start_eval.json"), _read(out / "zero_shot.json")
-    if warm is None:
-        return f"{out}: no warm-start evaluation yet (run benchmarks/train_table.py --out {out} first)"
-    n = warm["eval_n"]
+@dataclass
+class Table:
+    """What a table's folder holds, read once: the rows in display order (a run not finished is a
+    (label, state) pair) and each run's training curve."""
+    warm: Policy
+    zero: Policy | None
+    rows: list = field(default_factory=list)
+    curves: dict = field(default_factory=dict)       # (estimator, seed) -> success per iteration
+
+
+def change_from(warm: Policy, p: Policy) -> tuple:
+    """p's change from the warm start: paired over goals when both have per-goal wins, else the unpaired
+    interval over episodes (goals up/down unknown)."""
+    if p.by_task and warm.by_task:
+        return (*paired_change(warm.by_task, p.by_task), True)
+    return (p.success - warm.success, diff_ci95(warm.success, warm.episodes, p.success, p.episodes),
+            None, None, False)
+
+
+def load_table(out: Path, estimators: list[str], seeds: list[int], iterations: int):
+    """The table in ``out`` (None before its warm start has been evaluated)."""
+    warm_eval, zero = _read(out / "warm_start_eval.json"), _read(out / "zero_shot.json")
+    if warm_eval is None:
+        return None
+    n = warm_eval["eval_n"]
     sft_s = (_read(out / "warm_start_s.json") or {}).get("sft_s", float("nan"))
-    results = {(r["estimator"], r["seed"]): r for r in (_read(out / "results.json") or [])}
-    head = ["policy", "held-out success (95% CI over episodes)", "95% CI over goals", "change vs warm start",
-            f"training goals, first -> last {window} it.", "minutes"]
-    blank = ["", "", "", ""]
-    rows = [["zero-shot", "not run yet"] + blank]
+    warm = Policy("warm start", warm_eval["eval_success"], n, warm_eval.get("by_task"),
+                  minutes=f"{sft_s / 60:.1f} (SFT)")
+    table = Table(warm, None)
     if zero:
-        rows[0] = _policy_row("zero-shot", zero["eval_success"], zero["eval_n"], zero.get("by_task"), warm,
-                              ["", ""])
-    warm_goals = f"± {goal_ci95(warm['by_task']):.3f} ({len(warm['by_task'])} goals)" if warm.get("by_task") \
-        else "n/a"
-    rows.append(["warm start", fmt(warm["eval_success"], n), warm_goals, "", "", f"{sft_s / 60:.1f} (SFT)"])
+        table.zero = Policy("zero-shot", zero["eval_success"], zero["eval_n"], zero.get("by_task"))
+        table.zero.change = change_from(warm, table.zero)
+    results = {(r["estimator"], r["seed"]): r for r in (_read(out / "results.json") or [])}
     for est in estimators:
         done = []
         for seed in seeds:
-            r, run_dir = results.get((est, seed)), out / f"{est}_seed{seed}"
+            run_dir = out / f"{est}_seed{seed}"
+            table.curves[(est, seed)] = success_curve(run_dir)
+            r = results.get((est, seed))
             if r is None:
-                k = len(success_curve(run_dir))
-                state = ("RL done, held-out evaluation not run yet" if k >= iterations else
-                         f"stopped after {k} of {iterations} iterations" if k else "not run yet")
-                rows.append([f"{est} seed {seed}", state] + blank)
+                k = len(table.curves[(est, seed)])
+                table.rows.append((f"{est} seed {seed}", "RL done, held-out evaluation not run yet"
+                                   if k >= iterations else f"stopped after {k} of {iterations} iterations"
+                                   if k else "not run yet"))
                 continue
-            done.append((r, final_by_task(run_dir)))
-            rows.append(_policy_row(f"{est} seed {seed}", r["eval_after"], n, done[-1][1], warm,
-                                    [f"{r['train_first']:.3f} -> {r['train_last']:.3f}",
-                                     f"{r['rl_s'] / 60:.1f} (RL)"]))
+            done.append(Policy(f"{est} seed {seed}", r["eval_after"], n, final_by_task(run_dir), est, seed,
+                               r["train_first"], r["train_last"], f"{r['rl_s'] / 60:.1f} (RL)"))
+            done[-1].change = change_from(warm, done[-1])
+            table.rows.append(done[-1])
         if len(done) > 1:
-            by_tasks = [b for _, b in done]
-            pooled = pooled_by_task(by_tasks) if all(by_tasks) else None
-            first = float(np.mean([r["train_first"] for r, _ in done]))
-            last = float(np.mean([r["train_last"] for r, _ in done]))
-            rows.append(_policy_row(f"**{est}, {len(done)} seeds pooled**",
-                                    float(np.mean([r["eval_after"] for r, _ in done])), n * len(done), pooled,
-                                    warm, [f"{first:.3f} -> {last:.3f}", ""]))
+            by_tasks = [p.by_task for p in done]
+            pooled = Policy(f"**{est}, {len(done)} seeds pooled**", float(np.mean([p.success for p in done])),
+                            n * len(done), pooled_by_task(by_tasks) if all(by_tasks) else None, est,
+                            train_first=float(np.mean([p.train_first for p in done])),
+                            train_last=float(np.mean([p.train_last for p in done])))
+            pooled.change = change_from(warm, pooled)
+            table.rows.append(pooled)
+    return table
+
+
+def _goals_ci(p: Policy) -> str:
+    return f"± {goal_ci95(p.by_task):.3f} ({len(p.by_task)} goals)" if p.by_task else "n/a"
+
+
+def _change_text(change) -> str:
+    d, half, up, down, paired = change
+    return (f"{d:+.3f} ± {half:.3f} (paired; goals up {up}, down {down})" if paired
+            else f"{d:+.3f} ± {half:.3f} (unpaired)")
+
+
+def textcraft_depths() -> dict[str, int]:
+    """Crafting depth of every TextCraft goal, under each name an evaluation may record it by."""
+    from bipace_envs.textcraft.recipes import PREFIX, item_to_text, load_book
+    book, out = load_book(), {}
+    for goal, depth in book.depth.items():
+        out[goal] = out[goal.replace(PREFIX, "")] = out[item_to_text(goal)] = depth
+    return out
+
+
+def split_by_depth(by_task: dict, depths: dict) -> dict:
+    """by_task split into {depth: by_task of the goals of that depth}; goals of unknown depth under "?"."""
+    groups: dict = {}
+    for goal, tally in by_task.items():
+        groups.setdefault(depths.get(goal, "?"), {})[goal] = tally
+    return dict(sorted(groups.items(), key=lambda kv: str(kv[0])))
+
+
+def depth_markdown(table: Table, depths: dict) -> str:
+    """Held-out success of each policy by goal depth, with the paired change from the warm start among
+    the goals of that depth: where RL gained and where nothing moved."""
+    if not table.warm.by_task:
+        return ""
+    warm_split = split_by_depth(table.warm.by_task, depths)
+    policies = [table.zero] * (table.zero is not None) + [table.warm] + [
+        p for p in table.rows if isinstance(p, Policy) and p.seed is not None]
+    head = ["policy"] + [f"depth {d} ({len(g)} goals)" for d, g in warm_split.items()]
+    lines = ["Held-out success by goal depth: won/episodes, and the change from the warm start paired over "
+             "that depth's goals (95% t-interval).", "", "| " + " | ".join(head) + " |",
+             "|" + "---|" * len(head)]
+    for p in policies:
+        if not p.by_task:
+            lines.append(f"| {p.label} | " + " | ".join("n/a" for _ in warm_split) + " |")
+            continue
+        split, cells = split_by_depth(p.by_task, depths), []
+        for d, warm_goals in warm_split.items():
+            mine = split.get(d, {})
+            won, eps = sum(w for w, _ in mine.values()), sum(e for _, e in mine.values())
+            cell = f"{won / eps:.3f} ({won}/{eps})" if eps else "n/a"
+            if p is not table.warm and set(mine) == set(warm_goals):
+                diff, half, _, _ = paired_change(warm_goals, mine)
+                cell += f", {diff:+.3f} ± {half:.3f}"
+            cells.append(cell)
+        lines.append(f"| {p.label} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def markdown(table: Table, window: int, depths: dict | None = None) -> str:
+    """The table: zero-shot, warm start, each estimator-seed run after RL and, with several seeds, each
+    estimator pooled over its seeds; changes against the warm start with their 95% interval. With
+    ``depths`` ({goal: depth}), a second table splits held-out success by goal depth."""
+    head = ["policy", "held-out success (95% CI over episodes)", "95% CI over goals", "change vs warm start",
+            f"training goals, first -> last {window} it.", "minutes"]
+    rows = [] if table.zero else [["zero-shot", "not run yet", "", "", "", ""]]
+    for p in [table.zero] * (table.zero is not None) + [table.warm] + table.rows:
+        if isinstance(p, tuple):
+            rows.append([p[0], p[1], "", "", "", ""])
+            continue
+        training = f"{p.train_first:.3f} -> {p.train_last:.3f}" if p.estimator else ""
+        rows.append([p.label, fmt(p.success, p.episodes), _goals_ci(p),
+                     _change_text(p.change) if p.change else "", training, p.minutes])
+    n = table.warm.episodes
     lines = [f"Held-out success on TextCraft ({n} episodes per run: the same goals, env seeds and decoding "
              "seeds for every row). The episodes of one goal are correlated, so the interval over goals (a "
              "t-interval of the per-goal success rates) is the honest one; the interval over episodes is the "
@@ -160,67 +241,60 @@ def markdown(out: Path, estimators: list[str], seeds: list[int], iterations: int
              "not include the spread between seeds.", "",
              "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     lines += ["| " + " | ".join(r) + " |" for r in rows]
-    return "\n".join(lines)
+    by_depth = depth_markdown(table, depths) if depths else ""
+    return "\n".join(lines) + (f"\n\n{by_depth}" if by_depth else "")
 
 
-def plot(out: Path, estimators: list[str], seeds: list[int], path: Path) -> bool:
+def plot(table: Table, estimators: list[str], seeds: list[int], path: Path) -> None:
     """Three panels: training-goal success per iteration of every run (colour: estimator, line style:
     seed); held-out success of every policy with its 95% interval; each run's paired change from the warm
-    start with its interval (where per-goal wins exist). False when there is nothing to draw yet."""
+    start with its interval (where per-goal wins exist)."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     from matplotlib.ticker import MaxNLocator
 
     from benchmarks.compare import MARKERS, STYLES, _data_limits
-    warm, zero = _read(out / "warm_start_eval.json"), _read(out / "zero_shot.json")
-    if warm is None:
-        return False
-    n = warm["eval_n"]
-    results = {(r["estimator"], r["seed"]): r for r in (_read(out / "results.json") or [])}
     colours = plt.get_cmap("tab10")
     fig, (left, right, change) = plt.subplots(1, 3, figsize=(16, 4.5),
                                               gridspec_kw={"width_ratios": [3, 2, 2]})
-
-    def half_width(p, m, by_task):     # over goals where the evaluation kept per-goal wins
-        return goal_ci95(by_task) if by_task else ci95(p, m)
-
-    labels, points, changes = [], [], []
-    if zero:
-        pz = zero["eval_success"]
-        labels.append("zero-shot")
-        points.append((pz, half_width(pz, zero["eval_n"], zero.get("by_task")), "grey", "x"))
-    labels.append("warm start")
-    p0 = warm["eval_success"]
-    points.append((p0, half_width(p0, n, warm.get("by_task")), "black", "o"))
     for k, est in enumerate(estimators):
         for j, seed in enumerate(seeds):
-            curve = success_curve(out / f"{est}_seed{seed}")
+            curve = table.curves.get((est, seed))
             if curve:
                 left.plot(range(1, len(curve) + 1), np.array(curve) * 100, color=colours(k),
                           ls=STYLES[j % len(STYLES)], marker=MARKERS[k % len(MARKERS)], ms=4,
                           label=f"{est} seed {seed}")
-            if (est, seed) in results:
-                labels.append(f"{est} s{seed}")
-                p, by_task = results[(est, seed)]["eval_after"], final_by_task(out / f"{est}_seed{seed}")
-                points.append((p, half_width(p, n, by_task), colours(k), MARKERS[k % len(MARKERS)]))
-                if by_task and warm.get("by_task"):
-                    d, half, _, _ = paired_change(warm["by_task"], by_task)
-                    changes.append((labels[-1], d, half, colours(k), MARKERS[k % len(MARKERS)]))
-    for x, (p, half, colour, marker) in enumerate(points):
-        right.errorbar([x], [p * 100], yerr=[half * 100], color=colour, marker=marker, capsize=4, ms=6)
-    right.axhline(warm["eval_success"] * 100, color="black", lw=0.8, ls=":")
+    runs = [p for p in table.rows if isinstance(p, Policy) and p.seed is not None]
+    style = {"zero-shot": ("grey", "x"), "warm start": ("black", "o")}
+    for est in estimators:
+        k = estimators.index(est)
+        style[est] = (colours(k), MARKERS[k % len(MARKERS)])
+    points = [table.zero] * (table.zero is not None) + [table.warm] + runs
+    labels = [p.label if p.seed is None else f"{p.estimator} s{p.seed}" for p in points]
+    for x, p in enumerate(points):
+        colour, marker = style[p.estimator or p.label]
+        # over goals where the evaluation kept per-goal wins, else over episodes
+        half = goal_ci95(p.by_task) if p.by_task else ci95(p.success, p.episodes)
+        right.errorbar([x], [p.success * 100], yerr=[half * 100], color=colour, marker=marker, capsize=4,
+                       ms=6)
+    right.axhline(table.warm.success * 100, color="black", lw=0.8, ls=":")
     right.set_xticks(range(len(labels)), labels, rotation=30, ha="right", fontsize=8)
     right.set_xlim(-0.6, len(labels) - 0.4)
-    right.set_ylabel(f"held-out success % ({n} episodes;\n95% CI over goals, else over episodes)")
+    right.set_ylabel(f"held-out success % ({table.warm.episodes} episodes;\n95% CI over goals, else "
+                     "over episodes)")
     right.set_ylim(*_data_limits(right, 100.0))
-    for x, (_, d, half, colour, marker) in enumerate(changes):
-        change.errorbar([x], [d * 100], yerr=[half * 100], color=colour, marker=marker, capsize=4, ms=6)
+    paired = [p for p in runs if p.change and p.change[4]]
+    for x, p in enumerate(paired):
+        colour, marker = style[p.estimator]
+        change.errorbar([x], [p.change[0] * 100], yerr=[p.change[1] * 100], color=colour, marker=marker,
+                        capsize=4, ms=6)
     change.axhline(0, color="black", lw=0.8, ls=":")
-    change.set_xticks(range(len(changes)), [c[0] for c in changes], rotation=30, ha="right", fontsize=8)
-    change.set_xlim(-0.6, max(len(changes), 1) - 0.4)
+    change.set_xticks(range(len(paired)), [f"{p.estimator} s{p.seed}" for p in paired], rotation=30,
+                      ha="right", fontsize=8)
+    change.set_xlim(-0.6, max(len(paired), 1) - 0.4)
     change.set_ylabel("change from the warm start, points\n(95% CI, paired over goals)")
-    if not changes:
+    if not paired:
         change.text(0.5, 0.5, "no paired change yet\n(needs per-goal wins)", ha="center",
                     transform=change.transAxes)
     left.set_xlabel("RL iteration")
@@ -236,15 +310,16 @@ def plot(out: Path, estimators: list[str], seeds: list[int], path: Path) -> bool
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
-    return True
 
 
-def write_report(out: Path, estimators: list[str], seeds: list[int], iterations: int, window: int) -> str:
-    """Writes ``table.md`` and ``table.png`` in ``out`` and returns the Markdown."""
-    text = markdown(out, estimators, seeds, iterations, window)
-    if not (out / "warm_start_eval.json").exists():
-        return text
+def write_report(out: Path, estimators: list[str], seeds: list[int], iterations: int, window: int,
+                 depths: dict | None = None) -> str:
+    """Writes ``table.md`` and ``table.png`` in ``out`` and returns the Markdown. ``depths`` ({goal:
+    depth}; default: TextCraft's recipe book) adds the split by goal depth."""
+    table = load_table(out, estimators, seeds, iterations)
+    if table is None:
+        return f"{out}: no warm-start evaluation yet (run benchmarks/train_table.py --out {out} first)"
+    text = markdown(table, window, textcraft_depths() if depths is None else depths)
     (out / "table.md").write_text(text + "\n")
-    if plot(out, estimators, seeds, out / "table.png"):
-        text += f"\n\nfigure: {out / 'table.png'}"
-    return text
+    plot(table, estimators, seeds, out / "table.png")
+    return text + f"\n\nfigure: {out / 'table.png'}"

@@ -108,7 +108,8 @@ def _report_rows(root, capsys) -> dict:
                       "--seeds", "0", "1", "--iterations", "2"])
     text = capsys.readouterr().out
     assert (root / "table.md").read_text().strip() in text and (root / "table.png").stat().st_size > 0
-    return {line.split(" | ")[0].strip("| *"): line for line in text.splitlines() if line.startswith("| ")}
+    main_table = text.split("Held-out success by goal depth")[0]
+    return {line.split(" | ")[0].strip("| *"): line for line in main_table.splitlines() if line.startswith("| ")}
 
 
 def _t_half(values) -> float:
@@ -152,6 +153,27 @@ def test_paired_change_counts_goals_up_and_down_and_refuses_other_goals():
         paired_change(WARM_GOALS, {"a": [1, 4]})
     d, half, up, down = paired_change({"a": [0, 4]}, {"a": [2, 4]})     # one goal: no interval
     assert (d, up, down) == (0.5, 1, 0) and np.isnan(half)
+
+
+def test_report_splits_held_out_success_by_goal_depth(tmp_path):
+    from benchmarks.table_report import load_table, markdown
+    _write_table_folder(tmp_path, per_goal=True, with_zero_shot=False)
+    table = load_table(tmp_path, ["grpo"], [0, 1], 2)
+    text = markdown(table, 5, depths={"a": 1, "b": 1, "c": 2})       # "d" has no known depth
+    by_depth = text.split("Held-out success by goal depth")[1]
+    assert "| policy | depth 1 (2 goals) | depth 2 (1 goals) | depth ? (1 goals) |" in by_depth
+    assert "| warm start | 0.500 (4/8) | 0.000 (0/4) | 0.000 (0/4) |" in by_depth
+    # seed 1 gained goal a (depth 1: +1.0 and 0, mean +0.5, t-interval over 2 goals) and half of goal c
+    half = 12.706 * np.std([1.0, 0.0], ddof=1) / np.sqrt(2)
+    assert f"| grpo seed 1 | 1.000 (8/8), +0.500 ± {half:.3f} | 0.500 (2/4), +0.500 ± nan |" in by_depth
+    assert "2 seeds pooled" not in by_depth          # runs only, each against the warm start
+
+
+def test_textcraft_depths_know_the_goals_under_the_names_evaluations_record():
+    from benchmarks.table_report import textcraft_depths
+    depths = textcraft_depths()
+    assert depths["acacia_planks"] == depths["acacia planks"] == depths["minecraft:acacia_planks"] == 1
+    assert depths["oak_fence"] == 2
 
 
 def test_report_without_a_warm_start_says_what_to_run(tmp_path, capsys):

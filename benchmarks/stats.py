@@ -1,0 +1,24 @@
+"""95% intervals shared by the benchmark reports (``compare.py``, ``table_report.py``)."""
+from __future__ import annotations
+
+import math
+
+# two-sided 95% Student t quantiles by degrees of freedom
+T975 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262, 10: 2.228}
+
+
+def t975(dof: int) -> float:
+    """97.5% quantile of Student's t: tabled up to 10 degrees of freedom, above that a Cornish-Fisher
+    expansion (within 0.003 of the exact value)."""
+    if dof < 1:
+        raise ValueError(f"a t-interval needs at least 1 degree of freedom (2 values); got {dof}")
+    if dof in T975:
+        return T975[dof]
+    z = 1.959964
+    return z + (z ** 3 + z) / (4 * dof) + (5 * z ** 5 + 16 * z ** 3 + 3 * z) / (96 * dof ** 2)
+
+
+def ci95(p: float, n: float) -> float:
+    """Half-width of the normal-approximation 95% interval of a success rate over n episodes (NaN when
+    there are none)."""
+    return 1.96 * math.sqrt(max(p * (1 - p), 0.0) / n) if n else float("nan")
