@@ -108,6 +108,7 @@ class Table:
     warm: Policy
     zero: Policy | None
     rows: list = field(default_factory=list)
+    screen: dict | None = None                       # the screen's {training goal: [won, episodes]}
     curves: dict = field(default_factory=dict)       # (estimator, seed) -> success per iteration
 
 
@@ -129,7 +130,7 @@ def load_table(out: Path, estimators: list[str], seeds: list[int], iterations: i
     sft_s = (_read(out / "warm_start_s.json") or {}).get("sft_s", float("nan"))
     warm = Policy("warm start", warm_eval["eval_success"], n, warm_eval.get("by_task"),
                   minutes=f"{sft_s / 60:.1f} (SFT)")
-    table = Table(warm, None)
+    table = Table(warm, None, screen=(_read(out / "screen.json") or {}).get("by_task"))
     if zero:
         table.zero = Policy("zero-shot", zero["eval_success"], zero["eval_n"], zero.get("by_task"))
         table.zero.change = change_from(warm, table.zero)
@@ -214,6 +215,12 @@ def depth_markdown(table: Table, depths: dict) -> str:
                 cell += f", {diff:+.3f} ± {half:.3f}"
             cells.append(cell)
         lines.append(f"| {p.label} | " + " | ".join(cells) + " |")
+    if table.screen:
+        # RL can only have learned the depths it practised: say which those were
+        won = split_by_depth({g: t for g, t in table.screen.items() if t[0] > 0}, depths)
+        played = split_by_depth(table.screen, depths)
+        lines += ["", "RL trained on the training goals the warm start won in the screen: " + ", ".join(
+            f"{len(won.get(d, {}))} of {len(goals)} of depth {d}" for d, goals in played.items()) + "."]
     return "\n".join(lines)
 
 

@@ -109,7 +109,8 @@ def _report_rows(root, capsys) -> dict:
     text = capsys.readouterr().out
     assert (root / "table.md").read_text().strip() in text and (root / "table.png").stat().st_size > 0
     main_table = text.split("Held-out success by goal depth")[0]
-    return {line.split(" | ")[0].strip("| *"): line for line in main_table.splitlines() if line.startswith("| ")}
+    return {line.split(" | ")[0].strip("| *"): line
+            for line in main_table.splitlines() if line.startswith("| ")}
 
 
 def _t_half(values) -> float:
@@ -167,6 +168,10 @@ def test_report_splits_held_out_success_by_goal_depth(tmp_path):
     half = 12.706 * np.std([1.0, 0.0], ddof=1) / np.sqrt(2)
     assert f"| grpo seed 1 | 1.000 (8/8), +0.500 ± {half:.3f} | 0.500 (2/4), +0.500 ± nan |" in by_depth
     assert "2 seeds pooled" not in by_depth          # runs only, each against the warm start
+    assert "RL trained on" not in by_depth            # no screen in this folder
+    (tmp_path / "screen.json").write_text(json.dumps({"by_task": {"a": [1, 1], "b": [0, 1], "c": [0, 1]}}))
+    by_depth = markdown(load_table(tmp_path, ["grpo"], [0, 1], 2), 5, depths={"a": 1, "b": 1, "c": 2})
+    assert "the screen: 1 of 2 of depth 1, 0 of 1 of depth 2." in by_depth
 
 
 def test_textcraft_depths_know_the_goals_under_the_names_evaluations_record():
