@@ -189,6 +189,18 @@ def split_by_depth(by_task: dict, depths: dict) -> dict:
     return dict(sorted(groups.items(), key=lambda kv: str(kv[0])))
 
 
+def depth_changes(warm_by_task: dict, by_task: dict, depths: dict) -> dict:
+    """{depth: (won, episodes, paired change, its half-width)} of an evaluation, the change taken over the
+    goals of that depth against the warm start (None where the two did not play the same goals)."""
+    warm_split, split, out = split_by_depth(warm_by_task, depths), split_by_depth(by_task, depths), {}
+    for d, warm_goals in warm_split.items():
+        mine = split.get(d, {})
+        won, eps = sum(w for w, _ in mine.values()), sum(e for _, e in mine.values())
+        change = paired_change(warm_goals, mine)[:2] if set(mine) == set(warm_goals) else (None, None)
+        out[d] = (won, eps, *change)
+    return out
+
+
 def depth_markdown(table: Table, depths: dict) -> str:
     """Held-out success of each policy by goal depth, with the paired change from the warm start among
     the goals of that depth: where RL gained and where nothing moved."""
@@ -205,15 +217,11 @@ def depth_markdown(table: Table, depths: dict) -> str:
         if not p.by_task:
             lines.append(f"| {p.label} | " + " | ".join("n/a" for _ in warm_split) + " |")
             continue
-        split, cells = split_by_depth(p.by_task, depths), []
-        for d, warm_goals in warm_split.items():
-            mine = split.get(d, {})
-            won, eps = sum(w for w, _ in mine.values()), sum(e for _, e in mine.values())
+        cells = []
+        for won, eps, diff, half in depth_changes(table.warm.by_task, p.by_task, depths).values():
             cell = f"{won / eps:.3f} ({won}/{eps})" if eps else "n/a"
-            if p is not table.warm and set(mine) == set(warm_goals):
-                diff, half, _, _ = paired_change(warm_goals, mine)
-                cell += f", {diff:+.3f} ± {half:.3f}"
-            cells.append(cell)
+            cells.append(cell + (f", {diff:+.3f} ± {half:.3f}" if p is not table.warm and diff is not None
+                                 else ""))
         lines.append(f"| {p.label} | " + " | ".join(cells) + " |")
     if table.screen:
         # RL can only have learned the depths it practised: say which those were
@@ -252,10 +260,12 @@ def markdown(table: Table, window: int, depths: dict | None = None) -> str:
     return "\n".join(lines) + (f"\n\n{by_depth}" if by_depth else "")
 
 
-def plot(table: Table, estimators: list[str], seeds: list[int], path: Path) -> None:
+def plot(table: Table, estimators: list[str], seeds: list[int], path: Path,
+         depths: dict | None = None) -> None:
     """Three panels: training-goal success per iteration of every run (colour: estimator, line style:
     seed); held-out success of every policy with its 95% interval; each run's paired change from the warm
-    start with its interval (where per-goal wins exist)."""
+    start with its interval (where per-goal wins exist), over all goals and, with ``depths``, over the
+    goals of each depth."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -292,10 +302,24 @@ def plot(table: Table, estimators: list[str], seeds: list[int], path: Path) -> N
                      "over episodes)")
     right.set_ylim(*_data_limits(right, 100.0))
     paired = [p for p in runs if p.change and p.change[4]]
+    fills = ["none", "bottom", "top", "left", "right"]       # one fill per goal depth; filled = all goals
+    depth_names = list(split_by_depth(table.warm.by_task, depths)) if depths and paired else []
+    width = 0.7 / (1 + len(depth_names))
     for x, p in enumerate(paired):
         colour, marker = style[p.estimator]
-        change.errorbar([x], [p.change[0] * 100], yerr=[p.change[1] * 100], color=colour, marker=marker,
-                        capsize=4, ms=6)
+        points = [(p.change[0], p.change[1], "full")]
+        by_depth = depth_changes(table.warm.by_task, p.by_task, depths) if depth_names else {}
+        points += [(by_depth[d][2], by_depth[d][3], fills[k % len(fills)]) for k, d in enumerate(depth_names)
+                   if by_depth[d][2] is not None]
+        for k, (d, half, fill) in enumerate(points):
+            xk = x + (k - (len(points) - 1) / 2) * width
+            change.errorbar([xk], [d * 100], yerr=[0 if np.isnan(half) else half * 100], color=colour,
+                            marker=marker, fillstyle=fill, capsize=3, ms=6)
+    if depth_names:
+        keys = [("full", "all goals")] + [(fills[k % len(fills)], f"depth {d} goals")
+                                          for k, d in enumerate(depth_names)]
+        change.legend(handles=[plt.Line2D([], [], color="black", marker="o", ls="", fillstyle=f, label=text)
+                               for f, text in keys], fontsize=8)
     change.axhline(0, color="black", lw=0.8, ls=":")
     change.set_xticks(range(len(paired)), [f"{p.estimator} s{p.seed}" for p in paired], rotation=30,
                       ha="right", fontsize=8)
@@ -326,7 +350,8 @@ def write_report(out: Path, estimators: list[str], seeds: list[int], iterations:
     table = load_table(out, estimators, seeds, iterations)
     if table is None:
         return f"{out}: no warm-start evaluation yet (run benchmarks/train_table.py --out {out} first)"
-    text = markdown(table, window, textcraft_depths() if depths is None else depths)
+    depths = textcraft_depths() if depths is None else depths
+    text = markdown(table, window, depths)
     (out / "table.md").write_text(text + "\n")
-    plot(table, estimators, seeds, out / "table.png")
+    plot(table, estimators, seeds, out / "table.png", depths)
     return text + f"\n\nfigure: {out / 'table.png'}"

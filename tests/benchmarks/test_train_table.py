@@ -40,6 +40,25 @@ def test_rerun_keeps_finished_runs_adds_missing_ones_and_refuses_other_settings(
         train_table.main(out + TINY + ["--estimators", "bipace", "--lr", "1e-3"])
     assert json.loads((tmp_path / "results.json").read_text()) == second
 
+    # a table started before --depths existed ran with its default: it continues, and refuses another value
+    settings = json.loads((tmp_path / "table_settings.json").read_text())
+    del settings["depths"]
+    (tmp_path / "table_settings.json").write_text(json.dumps(settings))
+    train_table.main(out + TINY + ["--estimators", "grpo", "gigpo"])
+    with pytest.raises(SystemExit, match="'depths': \\(\\[1, 2\\], \\[1\\]\\)"):
+        train_table.main(out + TINY + ["--estimators", "grpo", "--depths", "1"])
+    assert json.loads((tmp_path / "results.json").read_text()) == second
+
+
+def test_depths_choose_the_goals_of_warm_start_rl_and_evaluation(tmp_path, keep_torch_threads):
+    from benchmarks.table_report import textcraft_depths
+    train_table.main(["--out", str(tmp_path)] + TINY + ["--estimators", "grpo", "--depths", "1"])
+    depths = textcraft_depths()
+    held_out = json.loads((tmp_path / "warm_start_eval.json").read_text())["by_task"]
+    assert held_out and {depths[g] for g in held_out} == {1}
+    rl = json.loads((tmp_path / "grpo_seed0" / "config.json").read_text())
+    assert json.loads(rl["env_kwargs"])["depths"] == [1]
+
 
 def test_a_run_stopped_after_a_checkpoint_continues_instead_of_restarting(tmp_path, keep_torch_threads):
     out = ["--out", str(tmp_path)]
