@@ -161,6 +161,11 @@ def main(argv=None) -> None:
                          "without them the prompt shows the recipe lines, ~200 tokens)")
     args = ap.parse_args(argv)
     out = Path(args.out)
+    from bipace_envs.textcraft.tasks import list_tasks
+    try:        # before anything is written: a table folder keeps the settings it was started with
+        list_tasks("agentgym", "test", tuple(args.depths))
+    except ValueError as exc:
+        ap.error(f"--depths: {exc}")
     if args.report:
         print(write_report(out, args.estimators, args.seeds, args.iterations, args.curve_window))
         return

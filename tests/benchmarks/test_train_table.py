@@ -50,6 +50,13 @@ def test_rerun_keeps_finished_runs_adds_missing_ones_and_refuses_other_settings(
     assert json.loads((tmp_path / "results.json").read_text()) == second
 
 
+def test_depths_of_no_goals_are_refused_before_a_table_folder_is_made(tmp_path, capsys):
+    with pytest.raises(SystemExit):
+        train_table.main(["--out", str(tmp_path / "t")] + TINY + ["--depths", "7"])
+    assert "--depths: depths=(7,): goal depths run over [1, 2, 3, 4]" in capsys.readouterr().err
+    assert not (tmp_path / "t").exists()
+
+
 def test_depths_choose_the_goals_of_warm_start_rl_and_evaluation(tmp_path, keep_torch_threads):
     from benchmarks.table_report import textcraft_depths
     train_table.main(["--out", str(tmp_path)] + TINY + ["--estimators", "grpo", "--depths", "1"])
