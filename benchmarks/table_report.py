@@ -307,13 +307,13 @@ def plot(table: Table, estimators: list[str], seeds: list[int], path: Path,
     width = 0.7 / (1 + len(depth_names))
     for x, p in enumerate(paired):
         colour, marker = style[p.estimator]
-        points = [(p.change[0], p.change[1], "full")]
+        marks = [(p.change[0], p.change[1], "full")]
         by_depth = depth_changes(table.warm.by_task, p.by_task, depths) if depth_names else {}
-        points += [(by_depth[d][2], by_depth[d][3], fills[k % len(fills)]) for k, d in enumerate(depth_names)
-                   if by_depth[d][2] is not None]
-        for k, (d, half, fill) in enumerate(points):
-            xk = x + (k - (len(points) - 1) / 2) * width
-            change.errorbar([xk], [d * 100], yerr=[0 if np.isnan(half) else half * 100], color=colour,
+        marks += [(by_depth[d][2], by_depth[d][3], fills[k % len(fills)]) for k, d in enumerate(depth_names)
+                  if by_depth[d][2] is not None]
+        for k, (diff, half, fill) in enumerate(marks):
+            xk = x + (k - (len(marks) - 1) / 2) * width
+            change.errorbar([xk], [diff * 100], yerr=[0 if np.isnan(half) else half * 100], color=colour,
                             marker=marker, fillstyle=fill, capsize=3, ms=6)
     if depth_names:
         keys = [("full", "all goals")] + [(fills[k % len(fills)], f"depth {d} goals")
