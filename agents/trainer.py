@@ -217,9 +217,14 @@ class Trainer:
         return self.collector("train").collect(tasks, seeds, groups), rng
 
     @torch.no_grad()
-    def evaluate(self) -> dict:
+    def evaluate(self, chunks_file: Path | None = None) -> dict:
         """Success rate on the first ``eval_tasks`` held-out tasks (fixed env seeds and decoding seed,
-        so every estimator and iteration is scored on the same episodes)."""
+        so every estimator and iteration is scored on the same episodes).
+
+        ``chunks_file``: a JSONL file that keeps each finished chunk of ``eval_batch`` episodes; a later
+        call with the same file plays only the chunks missing there. Each chunk has its own env and
+        decoding seeds, so a resumed evaluation scores exactly what an uninterrupted one would (an
+        evaluation longer than a session can be finished in the next)."""
         c = self.cfg
         tasks = self.eval_tasks[:c.eval_tasks] if c.eval_tasks else self.eval_tasks
         if not tasks:
@@ -230,14 +235,29 @@ class Trainer:
         tasks = [t for t in tasks for _ in range(c.eval_repeats)]
         col = self.collector("eval")
         self.model.eval()
+        kept = {}
+        if chunks_file is not None and Path(chunks_file).exists():
+            kept = {r["start"]: r for r in map(json.loads, Path(chunks_file).read_text().splitlines())}
         won, lengths = [], []
         for start in range(0, len(tasks), col.n):
             chunk = tasks[start:start + col.n]
-            padded = chunk + [chunk[0]] * (col.n - len(chunk))
+            names = [str(t) for t in chunk]
+            if start in kept:
+                if kept[start]["tasks"] != names:
+                    raise ValueError(f"{chunks_file} holds chunks of another evaluation (its chunk at "
+                                     f"{start} played other tasks); delete it or pass another file")
+                won += kept[start]["won"]
+                lengths += kept[start]["lengths"]
+                continue
+            padded, t0 = chunk + [chunk[0]] * (col.n - len(chunk)), time.perf_counter()
             torch.manual_seed(10_007 + start)
             ro = col.collect(padded, [1000 + start + k for k in range(col.n)], list(range(col.n)))
             won += ro.success[:len(chunk)].tolist()
             lengths += ro.episode_length[:len(chunk)].tolist()
+            if chunks_file is not None:
+                with open(chunks_file, "a") as f:
+                    f.write(json.dumps({"start": start, "tasks": names, "won": won[start:],
+                                        "lengths": lengths[start:], "s": time.perf_counter() - t0}) + "\n")
         # per-goal wins of this evaluation (str(task) -> [won, episodes]): which goals RL changed
         self.eval_by_task = {}
         for task, w in zip(tasks, won):

@@ -59,15 +59,20 @@ def rl_seconds(run_dir: Path) -> float:
 
 
 def evaluate_once(path: Path, model: str, out_dir: Path, cfg: dict) -> dict:
-    """``Trainer.evaluate`` of ``model`` with ``cfg``, run once and kept in ``path`` with its wall time and
-    per-goal wins (a rerun of the table reads it back)."""
+    """``Trainer.evaluate`` of ``model`` with ``cfg``, run once and kept in ``path`` with its per-goal wins
+    and its time (``wall_s``: the chunks' seconds, model loading left out). Finished chunks of episodes are
+    kept in ``<path stem>.chunks.jsonl`` until the whole evaluation is done, so one that a session stops
+    (zero-shot's takes over an hour here) continues where it stopped; a rerun of the table reads it back."""
     if not path.exists():
         from agents.config import TrainConfig
         from agents.trainer import Trainer
-        t0 = time.perf_counter()
+        chunks = path.with_name(path.stem + ".chunks.jsonl")
         tr = Trainer(TrainConfig(model=model, out_dir=str(out_dir), tensorboard=False, **cfg))
-        ev = tr.evaluate()
-        path.write_text(json.dumps({**ev, "wall_s": time.perf_counter() - t0, "by_task": tr.eval_by_task}))
+        ev = tr.evaluate(chunks)
+        played = chunks.read_text().splitlines() if chunks.exists() else []
+        wall = sum(json.loads(line)["s"] for line in played)
+        path.write_text(json.dumps({**ev, "wall_s": wall, "by_task": tr.eval_by_task}))
+        chunks.unlink(missing_ok=True)
     return json.loads(path.read_text())
 
 

@@ -92,6 +92,33 @@ def test_eval_repeats_score_each_task_several_times_with_new_seeds(tmp_path, mon
         _trainer(_cfg(tmp_path, eval_repeats=0)).evaluate()
 
 
+def test_an_evaluation_stopped_part_way_continues_with_the_chunks_it_kept(tmp_path, monkeypatch):
+    cfg = _cfg(tmp_path, eval_repeats=3)                  # 6 episodes in chunks of eval_batch=2
+    whole = _trainer(cfg)
+    full = whole.evaluate(tmp_path / "full.jsonl")
+    records = [json.loads(line) for line in (tmp_path / "full.jsonl").read_text().splitlines()]
+    assert [r["start"] for r in records] == [0, 2, 4] and all(r["s"] > 0 for r in records)
+    assert full == _trainer(cfg).evaluate()               # keeping chunks changes nothing
+
+    # as if the session had ended after the first chunk
+    (tmp_path / "part.jsonl").write_text(json.dumps(records[0]) + "\n")
+    resumed, played = _trainer(cfg), []
+    col = resumed.collector("eval")
+    real = col.collect
+    monkeypatch.setattr(col, "collect", lambda tasks, seeds, groups: played.append(list(tasks))
+                        or real(tasks, seeds, groups))
+    assert resumed.evaluate(tmp_path / "part.jsonl") == full and resumed.eval_by_task == whole.eval_by_task
+    assert len(played) == 2                               # only the two missing chunks were played
+    again = [json.loads(line) for line in (tmp_path / "part.jsonl").read_text().splitlines()]
+    assert [{k: r[k] for k in ("start", "won", "lengths")} for r in again] == [
+        {k: r[k] for k in ("start", "won", "lengths")} for r in records]
+
+    other = dict(records[0], tasks=["7", "7"])
+    (tmp_path / "other.jsonl").write_text(json.dumps(other) + "\n")
+    with pytest.raises(ValueError, match="chunks of another evaluation"):
+        _trainer(cfg).evaluate(tmp_path / "other.jsonl")
+
+
 def test_unknown_estimator_is_reported(tmp_path):
     with pytest.raises(ValueError, match="available"):
         _trainer(_cfg(tmp_path, estimator="ppo"))

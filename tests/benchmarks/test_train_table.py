@@ -61,8 +61,11 @@ def test_depths_choose_the_goals_of_warm_start_rl_and_evaluation(tmp_path, keep_
     from benchmarks.table_report import textcraft_depths
     train_table.main(["--out", str(tmp_path)] + TINY + ["--estimators", "grpo", "--depths", "1"])
     depths = textcraft_depths()
-    held_out = json.loads((tmp_path / "warm_start_eval.json").read_text())["by_task"]
+    warm_eval = json.loads((tmp_path / "warm_start_eval.json").read_text())
+    held_out = warm_eval["by_task"]
     assert held_out and {depths[g] for g in held_out} == {1}
+    # the evaluation's kept chunks are summed into its time, then removed
+    assert warm_eval["wall_s"] > 0 and not list(tmp_path.glob("*.chunks.jsonl"))
     rl = json.loads((tmp_path / "grpo_seed0" / "config.json").read_text())
     assert json.loads(rl["env_kwargs"])["depths"] == [1]
 
