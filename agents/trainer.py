@@ -224,7 +224,8 @@ class Trainer:
         ``chunks_file``: a JSONL file that keeps each finished chunk of ``eval_batch`` episodes; a later
         call with the same file plays only the chunks missing there. Each chunk has its own env and
         decoding seeds, so a resumed evaluation scores exactly what an uninterrupted one would (an
-        evaluation longer than a session can be finished in the next)."""
+        evaluation longer than a session can be finished in the next). Use one file per model and
+        settings: the kept chunks are checked against the tasks they played, not against the model."""
         c = self.cfg
         tasks = self.eval_tasks[:c.eval_tasks] if c.eval_tasks else self.eval_tasks
         if not tasks:
