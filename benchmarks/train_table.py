@@ -76,6 +76,13 @@ def evaluate_once(path: Path, model: str, out_dir: Path, cfg: dict) -> dict:
     return json.loads(path.read_text())
 
 
+def make_textcraft(args):
+    """The table's TextCraft env: AgentGym's text, ``--max-steps`` and the ``--depths`` goal split."""
+    from agents.envs import get_env_spec
+    return get_env_spec("textcraft").make(max_steps=args.max_steps, preset="agentgym",
+                                          depths=tuple(args.depths))
+
+
 def screened_goals(args, out: Path, warm: Path, common: dict) -> list:
     """Training goals the warm start won at least once in ``--screen-repeats`` episodes each, at the RL
     temperature (played once per table, kept in ``screen.json``).
@@ -91,7 +98,7 @@ def screened_goals(args, out: Path, warm: Path, common: dict) -> list:
     screen = evaluate_once(out / "screen.json", str(warm), out / "screen", screen_cfg)
     keep = {task for task, (won, _) in screen["by_task"].items() if won > 0}
     spec = get_env_spec("textcraft")
-    probe = spec.make(max_steps=args.max_steps, preset="agentgym", depths=tuple(args.depths))
+    probe = make_textcraft(args)
     goals = [t for t in spec.tasks(probe, "train") if str(t) in keep]
     probe.close()
     print(f"screen: the warm start won {len(goals)} of {len(screen['by_task'])} training goals at least once "
@@ -219,7 +226,7 @@ def main(argv=None) -> None:
                            sft_rename=args.sft_rename, sft_probe=args.sft_probe, out_dir=str(out), **common)
 
         def make_env():
-            return spec.make(max_steps=args.max_steps, preset="agentgym", depths=tuple(args.depths))
+            return make_textcraft(args)
 
         probe = make_env()
         tasks, held_out = spec.tasks(probe, "train"), spec.tasks(probe, "test")
