@@ -4,13 +4,17 @@ rows, for each model and each prompt/forward variant.
 
     python benchmarks/policy_speed.py                                  # smollm2-135m and tiny, 3 variants
     python benchmarks/policy_speed.py --models smollm2-135m --repeats 3 --tasks 4 --group-size 8
+    python benchmarks/policy_speed.py --models smollm2-135m --variants compact+shared compact+shared,kl0 \
+        compact+shared,top8                                            # what makes the update cheaper
 
 Variants: ``verbose`` = verl-agent's full prompt template, every prompt run whole (the trainer before
 compact prompts and prefix sharing); ``compact`` = the small-model template; ``compact+shared`` = that
 template with each task's common prompt prefix run once (``agents/prefix.py``), in the rollout and in
-the update. Token rates count every prompt and response token a plain forward would process, so a
-variant that skips work shows a higher rate. Medians over ``--repeats`` interleaved repeats (the first
-round warms up and is not counted). Time it on an otherwise idle machine.
+the update; ``,kl0`` adds ``kl_coef=0`` (no adapter-free reference forward in the update) and
+``,top8`` ``lora_layers=8`` (LoRA and the backward pass on the top 8 blocks only). Token rates count
+every prompt and response token a plain forward would process, so a variant that skips work shows a
+higher rate. Medians over ``--repeats`` interleaved repeats (the first round warms up and is not
+counted). Time it on an otherwise idle machine.
 """
 from __future__ import annotations
 
@@ -27,6 +31,10 @@ VARIANTS = {
     "verbose": dict(compact_prompts="no", share_prefix=False),
     "compact": dict(compact_prompts="yes", share_prefix=False),
     "compact+shared": dict(compact_prompts="yes", share_prefix=True),
+    # cheaper updates, same rollout: no reference forward for the KL term; LoRA (and so the backward
+    # pass) on the top 8 decoder blocks only
+    "compact+shared,kl0": dict(compact_prompts="yes", share_prefix=True, kl_coef=0.0),
+    "compact+shared,top8": dict(compact_prompts="yes", share_prefix=True, lora_layers=8),
 }
 
 
@@ -59,7 +67,8 @@ def measure(trainer, it: int) -> dict:
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--models", nargs="+", default=["smollm2-135m", "tiny"])
-    ap.add_argument("--variants", nargs="+", default=list(VARIANTS), choices=list(VARIANTS))
+    ap.add_argument("--variants", nargs="+", default=["verbose", "compact", "compact+shared"],
+                    choices=list(VARIANTS))
     ap.add_argument("--tasks", type=int, default=4, help="B: tasks per rollout")
     ap.add_argument("--group-size", type=int, default=8, help="G: episodes per task")
     ap.add_argument("--max-steps", type=int, default=4)
@@ -97,6 +106,13 @@ def main(argv=None) -> None:
                      for k in ("rollout_s", "update_s")}
             print(f"{model}: compact+shared vs verbose: rollout {speed['rollout_s']:.2f}x, "
                   f"update {speed['update_s']:.2f}x faster")
+        for v in ("compact+shared,kl0", "compact+shared,top8"):
+            cheap = results.get((model, v))
+            if best and cheap:
+                # per token: the variants' rows can differ once their updates have moved the policies apart
+                ratio = (statistics.median(r["update_tok_s"] for r in cheap)
+                         / statistics.median(r["update_tok_s"] for r in best))
+                print(f"{model}: {v} vs compact+shared: update {ratio:.2f}x the tokens/s")
 
 
 if __name__ == "__main__":
