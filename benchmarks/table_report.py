@@ -108,7 +108,8 @@ class Table:
     warm: Policy
     zero: Policy | None
     rows: list = field(default_factory=list)
-    screen: dict | None = None                       # the screen's {training goal: [won, episodes]}
+    screen: dict | None = None                       # {training goal: [won, episodes]}; won > 0: RL drew it
+    trained_on: str = "the training goals the warm start won in the screen"
     curves: dict = field(default_factory=dict)       # (estimator, seed) -> success per iteration
 
 
@@ -131,6 +132,10 @@ def load_table(out: Path, estimators: list[str], seeds: list[int], iterations: i
     warm = Policy("warm start", warm_eval["eval_success"], n, warm_eval.get("by_task"),
                   minutes=f"{sft_s / 60:.1f} (SFT)")
     table = Table(warm, None, screen=(_read(out / "screen.json") or {}).get("by_task"))
+    chosen = (_read(out / "table_settings.json") or {}).get("train_goals")
+    if chosen:     # --train-goals replaced the screen: mark those goals among the screened (or alone)
+        table.screen = {g: [int(g in chosen), 1] for g in table.screen or chosen}
+        table.trained_on = "the goals of --train-goals"
     if zero:
         table.zero = Policy("zero-shot", zero["eval_success"], zero["eval_n"], zero.get("by_task"))
         table.zero.change = change_from(warm, table.zero)
@@ -201,17 +206,36 @@ def depth_changes(warm_by_task: dict, by_task: dict, depths: dict) -> dict:
     return out
 
 
-def depth_markdown(table: Table, depths: dict) -> str:
-    """Held-out success of each policy by goal depth, with the paired change from the warm start among
-    the goals of that depth: where RL gained and where nothing moved."""
+def textcraft_shapes() -> dict[str, int]:
+    """Ingredients (distinct inputs) of each TextCraft goal's simplest recipe, under each name an evaluation
+    may record it by: the depth-1 goals the warm start loses are the ones that need two or more."""
+    from bipace_envs.textcraft.recipes import PREFIX, item_to_text, load_book
+    book, out = load_book(), {}
+    for goal in book.depth:
+        recipes = book.recipes_for(goal)
+        if recipes:
+            n = min(len({i.name for i in r.inputs}) for r in recipes)
+            out[goal] = out[goal.replace(PREFIX, "")] = out[item_to_text(goal)] = n
+    return out
+
+
+# how a split's groups are named: (what the title calls a goal's group, a group's column name)
+SPLITS = {"depth": ("goal depth", "depth {}"), "shape": ("recipe shape", "{} ingredient(s)")}
+
+
+def depth_markdown(table: Table, depths: dict, kind: str = "depth") -> str:
+    """Held-out success of each policy by goal group (``kind``: "depth" with {goal: depth}, "shape" with
+    {goal: ingredients}), with the paired change from the warm start among the goals of that group: where
+    RL gained and where nothing moved."""
     if not table.warm.by_task:
         return ""
+    title, column = SPLITS[kind]
     warm_split = split_by_depth(table.warm.by_task, depths)
     policies = [table.zero] * (table.zero is not None) + [table.warm] + [
         p for p in table.rows if isinstance(p, Policy) and p.seed is not None]
-    head = ["policy"] + [f"depth {d} ({len(g)} goals)" for d, g in warm_split.items()]
-    lines = ["Held-out success by goal depth: won/episodes, and the change from the warm start paired over "
-             "that depth's goals (95% t-interval).", "", "| " + " | ".join(head) + " |",
+    head = ["policy"] + [f"{column.format(d)} ({len(g)} goals)" for d, g in warm_split.items()]
+    lines = [f"Held-out success by {title}: won/episodes, and the change from the warm start paired over "
+             "that group's goals (95% t-interval).", "", "| " + " | ".join(head) + " |",
              "|" + "---|" * len(head)]
     for p in policies:
         if not p.by_task:
@@ -224,18 +248,20 @@ def depth_markdown(table: Table, depths: dict) -> str:
                                  else ""))
         lines.append(f"| {p.label} | " + " | ".join(cells) + " |")
     if table.screen:
-        # RL can only have learned the depths it practised: say which those were
+        # RL can only have learned the groups it practised: say which those were
         won = split_by_depth({g: t for g, t in table.screen.items() if t[0] > 0}, depths)
         played = split_by_depth(table.screen, depths)
-        lines += ["", "RL trained on the training goals the warm start won in the screen: " + ", ".join(
-            f"{len(won.get(d, {}))} of {len(goals)} of depth {d}" for d, goals in played.items()) + "."]
+        lines += ["", f"RL trained on {table.trained_on}: " + ", ".join(
+            f"{len(won.get(d, {}))} of {len(goals)} of {column.format(d)}" for d, goals in played.items())
+            + "."]
     return "\n".join(lines)
 
 
-def markdown(table: Table, window: int, depths: dict | None = None) -> str:
+def markdown(table: Table, window: int, depths: dict | None = None, shapes: dict | None = None) -> str:
     """The table: zero-shot, warm start, each estimator-seed run after RL and, with several seeds, each
     estimator pooled over its seeds; changes against the warm start with their 95% interval. With
-    ``depths`` ({goal: depth}), a second table splits held-out success by goal depth."""
+    ``depths`` ({goal: depth}), a second table splits held-out success by goal depth; with ``shapes``
+    ({goal: ingredients of its simplest recipe}), a third by recipe shape."""
     head = ["policy", "held-out success (95% CI over episodes)", "95% CI over goals", "change vs warm start",
             f"training goals, first -> last {window} it.", "minutes"]
     rows = [] if table.zero else [["zero-shot", "not run yet", "", "", "", ""]]
@@ -256,8 +282,9 @@ def markdown(table: Table, window: int, depths: dict | None = None) -> str:
              "not include the spread between seeds.", "",
              "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     lines += ["| " + " | ".join(r) + " |" for r in rows]
-    by_depth = depth_markdown(table, depths) if depths else ""
-    return "\n".join(lines) + (f"\n\n{by_depth}" if by_depth else "")
+    splits = [depth_markdown(table, groups, kind) for kind, groups in (("depth", depths), ("shape", shapes))
+              if groups]
+    return "\n\n".join(["\n".join(lines)] + [text for text in splits if text])
 
 
 def plot(table: Table, estimators: list[str], seeds: list[int], path: Path,
@@ -344,14 +371,16 @@ def plot(table: Table, estimators: list[str], seeds: list[int], path: Path,
 
 
 def write_report(out: Path, estimators: list[str], seeds: list[int], iterations: int, window: int,
-                 depths: dict | None = None) -> str:
+                 depths: dict | None = None, shapes: dict | None = None) -> str:
     """Writes ``table.md`` and ``table.png`` in ``out`` and returns the Markdown. ``depths`` ({goal:
-    depth}; default: TextCraft's recipe book) adds the split by goal depth."""
+    depth}) and ``shapes`` ({goal: ingredients}; both by default from TextCraft's recipe book) add the
+    splits by goal depth and by recipe shape."""
     table = load_table(out, estimators, seeds, iterations)
     if table is None:
         return f"{out}: no warm-start evaluation yet (run benchmarks/train_table.py --out {out} first)"
     depths = textcraft_depths() if depths is None else depths
-    text = markdown(table, window, depths)
+    shapes = textcraft_shapes() if shapes is None else shapes
+    text = markdown(table, window, depths, shapes)
     (out / "table.md").write_text(text + "\n")
     plot(table, estimators, seeds, out / "table.png", depths)
     return text + f"\n\nfigure: {out / 'table.png'}"

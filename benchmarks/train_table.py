@@ -26,6 +26,11 @@ screened, 50-100% of the groups mixed. LoRA lr 5e-4: at 1e-4 the policy barely m
 two thirds of it). No invalid-format penalty (``--invalid-penalty``; see its help). Rows with zero
 advantage skip the update (``skip_zero_adv``); compact prompts with shared prefixes
 (``agents/prefix.py``) make a step cost its history, not its recipe list.
+RL cannot learn what the warm start never does: the held-out goals these warm starts lose all need two or
+more ingredients, were never won before or after RL, and the screen kept almost no such training goal
+(the report's split by recipe shape; ``benchmarks/goal_probe.py`` plays chosen goals and shows lost
+episodes). ``--train-goals`` makes RL sample given goals instead of the screened ones, e.g. those with
+mixed outcomes; ``--sft-lr 1e-3`` gave a warm start that wins some multi-ingredient goals (README).
 The earlier tiny-model table (1M parameters trained from scratch) never moved held-out success: 10.8%
 before RL, 8.2-10.4% after, in all six runs; it memorised training goals and could not read new recipes.
 """
@@ -110,6 +115,22 @@ def screened_goals(args, out: Path, warm: Path, common: dict) -> list:
     return goals
 
 
+def read_goal_list(path: Path, depths: tuple, ap) -> list[str]:
+    """The goal ids of a ``--train-goals`` file, sorted; every one must be a training goal of ``depths``."""
+    from bipace_envs.textcraft.tasks import list_tasks
+    if not path.is_file():
+        ap.error(f"--train-goals: no file {path}")
+    lines = (line.split("#")[0].strip() for line in path.read_text().splitlines())
+    goals = sorted({line for line in lines if line})
+    known = {str(t) for t in list_tasks("agentgym", "train", depths)}
+    unknown = [g for g in goals if g not in known]
+    what = (f"names goals that are not training goals of depths {list(depths)}: {unknown[:5]}" if unknown
+            else "names no goal")
+    if unknown or not goals:
+        ap.error(f"--train-goals: {path} {what} (give one id per line, e.g. {sorted(known)[0]})")
+    return goals
+
+
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", default="runs/train_table")
@@ -150,6 +171,10 @@ def main(argv=None) -> None:
     ap.add_argument("--screen-repeats", type=int, default=1,
                     help="play every training goal this many times with the warm start (once per table) and "
                          "let RL sample only goals it won at least once (0 = every training goal)")
+    ap.add_argument("--train-goals", type=Path,
+                    help="RL samples only these training goals (a file, one goal id per line, '#' starts a "
+                         "comment) instead of the screen's: e.g. the goals `benchmarks/goal_probe.py "
+                         "--mixed-out` found with both wins and losses")
     ap.add_argument("--eval-every", type=int, default=0,
                     help="also evaluate every N iterations (0 = before/after only)")
     ap.add_argument("--depths", type=int, nargs="+", default=[1, 2],
@@ -178,6 +203,8 @@ def main(argv=None) -> None:
         list_tasks("agentgym", "test", tuple(args.depths))
     except ValueError as exc:
         ap.error(f"--depths: {exc}")
+    if args.train_goals is not None:
+        args.train_goals = read_goal_list(args.train_goals, tuple(args.depths), ap)
     if args.report:
         print(write_report(out, args.estimators, args.seeds, args.iterations, args.curve_window))
         return
@@ -246,7 +273,14 @@ def main(argv=None) -> None:
     # the warm start is every RL run's policy before its first update
     before = evaluate_once(warm_eval_file, str(warm), out / "warm_eval", common)
     print(f"warm start held-out success {fmt(before['eval_success'], before['eval_n'])}", flush=True)
-    train_goals = screened_goals(args, out, warm, common) if args.screen_repeats > 0 else None
+    if args.train_goals:
+        chosen = set(args.train_goals)
+        probe = make_textcraft(args)
+        train_goals = [t for t in spec.tasks(probe, "train") if str(t) in chosen]
+        probe.close()
+        print(f"RL samples the {len(train_goals)} goals of --train-goals", flush=True)
+    else:
+        train_goals = screened_goals(args, out, warm, common) if args.screen_repeats > 0 else None
     results = json.loads(results_file.read_text()) if results_file.exists() else []
     done = {(r["estimator"], r["seed"]) for r in results}
     for seed in args.seeds:

@@ -203,6 +203,61 @@ def test_report_splits_held_out_success_by_goal_depth(tmp_path):
     assert "the screen: 1 of 2 of depth 1, 0 of 1 of depth 2." in by_depth
 
 
+def test_report_splits_held_out_success_by_recipe_shape_next_to_depth(tmp_path):
+    from benchmarks.table_report import load_table, markdown
+    _write_table_folder(tmp_path, per_goal=True, with_zero_shot=False)
+    (tmp_path / "screen.json").write_text(json.dumps({"by_task": {"a": [1, 1], "b": [0, 1], "c": [0, 1]}}))
+    table = load_table(tmp_path, ["grpo"], [0, 1], 2)
+    text = markdown(table, 5, depths={"a": 1, "b": 1, "c": 2}, shapes={"a": 1, "b": 2, "c": 2, "d": 1})
+    by_depth, by_shape = text.split("Held-out success by goal depth")[1].split(
+        "Held-out success by recipe shape")
+    assert "| policy | depth 1 (2 goals)" in by_depth and "ingredient" not in by_depth
+    assert "| policy | 1 ingredient(s) (2 goals) | 2 ingredient(s) (2 goals) |" in by_shape
+    assert "| warm start | 0.000 (0/8) | 0.500 (4/8) |" in by_shape
+    # the screen's wins by shape: what RL practised (a won; b and c, the two-ingredient goals, lost)
+    assert "the screen: 1 of 1 of 1 ingredient(s), 0 of 2 of 2 ingredient(s)." in by_shape
+    assert "Held-out success by recipe shape" not in markdown(table, 5, depths={"a": 1})
+
+
+def test_train_goals_replace_the_screen_and_unknown_ones_are_refused(tmp_path, capsys, keep_torch_threads,
+                                                                     monkeypatch):
+    bad = tmp_path / "bad.txt"
+    bad.write_text("clock\nacacia_planks\n")        # acacia planks is a held-out goal
+    with pytest.raises(SystemExit):
+        train_table.main(["--out", str(tmp_path / "t")] + TINY + ["--train-goals", str(bad)])
+    assert "not training goals of depths [1, 2]: ['acacia_planks']" in capsys.readouterr().err
+    assert not (tmp_path / "t").exists()
+    from agents.trainer import Trainer
+    drawn, init = [], Trainer.__init__
+
+    def spy(self, cfg, *args, train_tasks=None, **kwargs):
+        if train_tasks is not None:
+            drawn.append(sorted(map(str, train_tasks)))
+        init(self, cfg, *args, train_tasks=train_tasks, **kwargs)
+    monkeypatch.setattr(Trainer, "__init__", spy)
+    goals = tmp_path / "goals.txt"
+    goals.write_text("# two training goals\nclock   # two ingredients\ngold_nugget\n\n")
+    out = ["--out", str(tmp_path / "t")]
+    train_table.main(out + TINY[:-2] + ["--screen-repeats", "1", "--estimators", "grpo",
+                                        "--train-goals", str(goals)])
+    assert drawn == [["clock", "gold_nugget"]]        # the RL run's goals; no screen was played
+    assert not (tmp_path / "t" / "screen.json").exists()
+    settings = json.loads((tmp_path / "t" / "table_settings.json").read_text())
+    assert settings["train_goals"] == ["clock", "gold_nugget"]
+    report = capsys.readouterr().out
+    assert "RL trained on the goals of --train-goals: 2 of 2 of depth 1." in report
+    assert "1 of 1 of 1 ingredient(s), 1 of 1 of 2 ingredient(s)." in report
+
+
+def test_textcraft_shapes_count_the_ingredients_of_the_simplest_recipe():
+    from benchmarks.table_report import textcraft_shapes
+    shapes = textcraft_shapes()
+    # craft 4 acacia planks using 1 acacia logs; craft 4 coarse dirt using 2 dirt, 2 gravel
+    assert shapes["acacia_planks"] == shapes["acacia planks"] == shapes["minecraft:acacia_planks"] == 1
+    assert shapes["coarse_dirt"] == 2
+    assert shapes["white_dye"] == 1       # two recipes (lily of the valley, bone meal), one ingredient each
+
+
 def test_textcraft_depths_know_the_goals_under_the_names_evaluations_record():
     from benchmarks.table_report import textcraft_depths
     depths = textcraft_depths()

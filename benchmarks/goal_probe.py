@@ -1,0 +1,129 @@
+"""Where can outcome-reward RL learn? Play a policy on TextCraft goals and print, per goal, its wins out of
+``--repeats`` episodes at a temperature, next to the goal's recipe shape (ingredients of its simplest
+recipe), and the actions of one lost episode; then the same by recipe shape, with the share of goals whose
+episodes mixed wins and losses (a G-episode group of a goal that is never won, or always, has no signal).
+
+    python benchmarks/goal_probe.py --model runs/table/warm_start --split train --depths 1 --repeats 8
+    python benchmarks/goal_probe.py --model runs/table/warm_start --split test --min-ingredients 2
+
+Settings (max steps, history, prompts) default to ``benchmarks/train_table.py``'s depth-1 table; pass
+that table's values if it ran with others.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from benchmarks.table_report import textcraft_shapes  # noqa: E402  (needs the path above)
+
+
+def probe(args) -> dict:
+    """Plays ``--repeats`` episodes of every chosen goal; returns {goal: {"won": [...], "lost": actions}}."""
+    import torch
+
+    from agents.config import TrainConfig
+    from agents.envs import get_env_spec
+    from agents.trainer import Trainer
+    torch.set_num_threads(args.threads)
+    env_kwargs = json.dumps({"preset": "agentgym", "depths": args.depths})
+    spec = get_env_spec("textcraft")
+    probe_env = spec.make(max_steps=args.max_steps, preset="agentgym", depths=tuple(args.depths))
+    shapes = textcraft_shapes()
+    goals = [t for t in spec.tasks(probe_env, args.split)
+             if args.min_ingredients <= shapes.get(str(t), 1) <= args.max_ingredients]
+    probe_env.close()
+    if args.goals:
+        goals = goals[:args.goals]
+    if not goals:
+        raise SystemExit(f"no {args.split} goal of depths {args.depths} has {args.min_ingredients}-"
+                         f"{args.max_ingredients} ingredients; widen --min/--max-ingredients")
+    cfg = TrainConfig(model=args.model, env="textcraft", env_kwargs=env_kwargs, max_steps=args.max_steps,
+                      history_length=args.history_length, require_think="no", compact_prompts="yes",
+                      max_new_tokens=args.max_new_tokens, threads=args.threads, progress=False,
+                      eval_split=args.split, eval_tasks=0, eval_batch=args.batch,
+                      eval_temperature=args.temperature, out_dir=str(args.out), tensorboard=False)
+    tasks = [g for g in goals for _ in range(args.repeats)]
+    tr = Trainer(cfg, train_tasks=goals, eval_tasks=tasks)     # eval_tasks sizes the batch
+    col = tr.collector("eval")
+    seen: dict = {}
+    t0 = time.perf_counter()
+    for start in range(0, len(tasks), col.n):
+        chunk = tasks[start:start + col.n]
+        padded = chunk + [chunk[0]] * (col.n - len(chunk))
+        torch.manual_seed(args.seed + start)
+        ro = col.collect(padded, [args.seed + start + k for k in range(col.n)], list(range(col.n)))
+        for k, goal in enumerate(chunk):
+            rec = seen.setdefault(str(goal), {"won": [], "lost": None})
+            rec["won"].append(bool(ro.success[k]))
+            if not ro.success[k] and rec["lost"] is None:
+                rec["lost"] = [a for a, e in zip(ro.actions, ro.env_index) if e == k]
+        print(f"  {min(start + col.n, len(tasks))}/{len(tasks)} episodes, {time.perf_counter() - t0:.0f}s",
+              flush=True)
+    return seen
+
+
+def report(seen: dict, shapes: dict, repeats: int, show: int) -> str:
+    lines = [f"{'goal':30s} ingr. won/{repeats}  one lost episode's actions"]
+    for goal, rec in seen.items():
+        won = sum(rec["won"])
+        lost = " | ".join(rec["lost"] or [])[:150] if won < len(rec["won"]) else ""
+        lines.append(f"{goal:30s} {shapes.get(goal, '?'):>5} {won:4d}    {lost}")
+    lines.append("")
+    lines.append("by recipe shape: goals, success, goals with mixed outcomes (signal for a group of "
+                 f"{repeats}), goals never won")
+    by_shape: dict = {}
+    for goal, rec in seen.items():
+        by_shape.setdefault(shapes.get(goal, 0), []).append(rec["won"])
+    for n, recs in sorted(by_shape.items()):
+        rates = np.array([np.mean(r) for r in recs])
+        mixed = int(np.sum((rates > 0) & (rates < 1)))
+        lines.append(f"  {n} ingredient(s): {len(recs):3d} goals, success {rates.mean():.3f} "
+                     f"({int(sum(map(sum, recs)))}/{sum(map(len, recs))}), mixed {mixed}, "
+                     f"never won {int(np.sum(rates == 0))}")
+    return "\n".join(lines[:show + 1] + lines[len(seen) + 1:]) if show < len(seen) else "\n".join(lines)
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--model", required=True, help="a preset (smollm2-135m) or a folder, e.g. a warm start")
+    ap.add_argument("--split", default="train", choices=["train", "test"])
+    ap.add_argument("--depths", type=int, nargs="+", default=[1])
+    ap.add_argument("--min-ingredients", type=int, default=1)
+    ap.add_argument("--max-ingredients", type=int, default=9)
+    ap.add_argument("--goals", type=int, default=0, help="only the first N chosen goals (0 = all)")
+    ap.add_argument("--repeats", type=int, default=8, help="episodes per goal (a GRPO group's size)")
+    ap.add_argument("--temperature", type=float, default=1.0, help="RL's rollout temperature by default")
+    ap.add_argument("--max-steps", type=int, default=6)
+    ap.add_argument("--history-length", type=int, default=6)
+    ap.add_argument("--max-new-tokens", type=int, default=32)
+    ap.add_argument("--batch", type=int, default=32, help="episodes played together")
+    ap.add_argument("--seed", type=int, default=5000, help="first env and decoding seed")
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--show", type=int, default=200, help="goal lines printed")
+    ap.add_argument("--out", type=Path, default=Path("runs/goal_probe"), help="scratch folder (config.json)")
+    ap.add_argument("--json", type=Path, help="also write {goal: {won, lost}} here")
+    ap.add_argument("--mixed-out", type=Path,
+                    help="write the goals with both wins and losses here, one per line (for "
+                         "train_table.py --train-goals)")
+    args = ap.parse_args(argv)
+    if args.repeats < 1 or args.min_ingredients > args.max_ingredients:
+        ap.error("--repeats must be >= 1 and --min-ingredients <= --max-ingredients")
+    seen = probe(args)
+    if args.json:
+        args.json.write_text(json.dumps(seen, indent=1))
+    if args.mixed_out:
+        mixed = [g for g, rec in seen.items() if 0 < sum(rec["won"]) < len(rec["won"])]
+        args.mixed_out.write_text("".join(f"{g}\n" for g in mixed))
+        print(f"{len(mixed)} goals with mixed outcomes written to {args.mixed_out}")
+    print(report(seen, textcraft_shapes(), args.repeats, args.show))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,50 @@
+"""benchmarks/goal_probe.py: per-goal wins of a policy, by recipe shape, with a lost episode's actions."""
+import json
+
+import pytest
+
+from benchmarks import goal_probe
+from benchmarks.table_report import textcraft_shapes
+
+TINY = ["--model", "tiny", "--max-steps", "2", "--max-new-tokens", "4", "--threads", "1", "--batch", "3"]
+
+
+@pytest.fixture
+def keep_torch_threads():
+    import torch
+    n = torch.get_num_threads()
+    yield
+    torch.set_num_threads(n)
+
+
+def test_report_counts_mixed_and_never_won_goals_by_shape():
+    seen = {"a": {"won": [True, False], "lost": ["get 1 x", "get 1 x"]},
+            "b": {"won": [False, False], "lost": ["get 2 y"]},
+            "c": {"won": [True, True], "lost": None},
+            "d": {"won": [False, True], "lost": ["craft 1 d using 1 z"]}}
+    text = goal_probe.report(seen, {"a": 1, "b": 2, "c": 2, "d": 2}, repeats=2, show=200)
+    assert "  1 ingredient(s):   1 goals, success 0.500 (1/2), mixed 1, never won 0" in text
+    assert "  2 ingredient(s):   3 goals, success 0.500 (3/6), mixed 1, never won 1" in text
+    lines = text.splitlines()
+    assert lines[1].split()[:3] == ["a", "1", "1"] and lines[1].endswith("get 1 x | get 1 x")
+    assert lines[3].split() == ["c", "2", "2"]           # never lost: no actions shown
+    short = goal_probe.report(seen, {"a": 1, "b": 2, "c": 2, "d": 2}, repeats=2, show=1)
+    assert "\nb " not in short and "mixed 1, never won 1" in short   # goal lines cut, summary kept
+
+
+def test_probe_plays_the_repeats_of_goals_of_the_chosen_shape(tmp_path, capsys, keep_torch_threads):
+    out = tmp_path / "seen.json"
+    goal_probe.main(TINY + ["--split", "test", "--min-ingredients", "2", "--goals", "2", "--repeats", "2",
+                            "--out", str(tmp_path / "scratch"), "--json", str(out)])
+    seen, shapes = json.loads(out.read_text()), textcraft_shapes()
+    assert len(seen) == 2 and all(shapes[g] >= 2 for g in seen)
+    for rec in seen.values():
+        assert len(rec["won"]) == 2
+        if not all(rec["won"]):
+            assert 1 <= len(rec["lost"]) <= 2         # a lost episode ran to max_steps
+    assert "2 ingredient(s):   2 goals" in capsys.readouterr().out
+
+
+def test_a_shape_no_goal_has_is_refused_with_what_to_change(tmp_path, keep_torch_threads):
+    with pytest.raises(SystemExit, match="has 9-9 ingredients; widen --min/--max-ingredients"):
+        goal_probe.main(TINY + ["--min-ingredients", "9", "--out", str(tmp_path)])
