@@ -247,6 +247,22 @@ def test_train_goals_replace_the_screen_and_unknown_ones_are_refused(tmp_path, c
     report = capsys.readouterr().out
     assert "RL trained on the goals of --train-goals: 2 of 2 of depth 1." in report
     assert "1 of 1 of 1 ingredient(s), 1 of 1 of 2 ingredient(s)." in report
+    # once an RL run exists its goals are part of the table's settings
+    goals.write_text("clock\n")
+    kept_now = r"\{'train_goals': \(\['clock', 'gold_nugget'\], \['clock'\]\)\}"
+    with pytest.raises(SystemExit, match=r"settings \(kept, now\): " + kept_now):
+        train_table.main(out + TINY[:-2] + ["--screen-repeats", "1", "--estimators", "grpo",
+                                            "--train-goals", str(goals)])
+
+
+def test_train_goals_may_be_chosen_after_a_warm_start_only_table(tmp_path, keep_torch_threads):
+    out = ["--out", str(tmp_path)]
+    train_table.main(out + TINY + ["--sft-only"])        # then probe it, then choose the RL goals
+    goals = tmp_path / "goals.txt"
+    goals.write_text("gold_nugget\n")
+    train_table.main(out + TINY + ["--estimators", "grpo", "--train-goals", str(goals)])
+    assert json.loads((tmp_path / "table_settings.json").read_text())["train_goals"] == ["gold_nugget"]
+    assert (tmp_path / "grpo_seed0" / "train.csv").exists()
 
 
 def test_textcraft_shapes_count_the_ingredients_of_the_simplest_recipe():
