@@ -223,14 +223,14 @@ def textcraft_shapes() -> dict[str, int]:
 SPLITS = {"depth": ("goal depth", "depth {}"), "shape": ("recipe shape", "{} ingredient(s)")}
 
 
-def depth_markdown(table: Table, depths: dict, kind: str = "depth") -> str:
-    """Held-out success of each policy by goal group (``kind``: "depth" with {goal: depth}, "shape" with
-    {goal: ingredients}), with the paired change from the warm start among the goals of that group: where
-    RL gained and where nothing moved."""
+def split_markdown(table: Table, groups: dict, kind: str = "depth") -> str:
+    """Held-out success of each policy by goal group (``groups``: {goal: depth} with ``kind`` "depth",
+    {goal: ingredients} with "shape"), with the paired change from the warm start among the goals of that
+    group: where RL gained and where nothing moved."""
     if not table.warm.by_task:
         return ""
     title, column = SPLITS[kind]
-    warm_split = split_by_depth(table.warm.by_task, depths)
+    warm_split = split_by_depth(table.warm.by_task, groups)
     policies = [table.zero] * (table.zero is not None) + [table.warm] + [
         p for p in table.rows if isinstance(p, Policy) and p.seed is not None]
     head = ["policy"] + [f"{column.format(d)} ({len(g)} goals)" for d, g in warm_split.items()]
@@ -242,15 +242,15 @@ def depth_markdown(table: Table, depths: dict, kind: str = "depth") -> str:
             lines.append(f"| {p.label} | " + " | ".join("n/a" for _ in warm_split) + " |")
             continue
         cells = []
-        for won, eps, diff, half in depth_changes(table.warm.by_task, p.by_task, depths).values():
+        for won, eps, diff, half in depth_changes(table.warm.by_task, p.by_task, groups).values():
             cell = f"{won / eps:.3f} ({won}/{eps})" if eps else "n/a"
             cells.append(cell + (f", {diff:+.3f} ± {half:.3f}" if p is not table.warm and diff is not None
                                  else ""))
         lines.append(f"| {p.label} | " + " | ".join(cells) + " |")
     if table.screen:
         # RL can only have learned the groups it practised: say which those were
-        won = split_by_depth({g: t for g, t in table.screen.items() if t[0] > 0}, depths)
-        played = split_by_depth(table.screen, depths)
+        won = split_by_depth({g: t for g, t in table.screen.items() if t[0] > 0}, groups)
+        played = split_by_depth(table.screen, groups)
         lines += ["", f"RL trained on {table.trained_on}: " + ", ".join(
             f"{len(won.get(d, {}))} of {len(goals)} of {column.format(d)}" for d, goals in played.items())
             + "."]
@@ -282,7 +282,7 @@ def markdown(table: Table, window: int, depths: dict | None = None, shapes: dict
              "not include the spread between seeds.", "",
              "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     lines += ["| " + " | ".join(r) + " |" for r in rows]
-    splits = [depth_markdown(table, groups, kind) for kind, groups in (("depth", depths), ("shape", shapes))
+    splits = [split_markdown(table, groups, kind) for kind, groups in (("depth", depths), ("shape", shapes))
               if groups]
     return "\n\n".join(["\n".join(lines)] + [text for text in splits if text])
 

@@ -26,9 +26,9 @@ screened, 50-100% of the groups mixed. LoRA lr 5e-4: at 1e-4 the policy barely m
 two thirds of it). No invalid-format penalty (``--invalid-penalty``; see its help). Rows with zero
 advantage skip the update (``skip_zero_adv``); compact prompts with shared prefixes
 (``agents/prefix.py``) make a step cost its history, not its recipe list.
-RL cannot learn what the warm start never does: the held-out goals these warm starts lose all need two or
-more ingredients, were never won before or after RL, and the screen kept almost no such training goal
-(the report's split by recipe shape; ``benchmarks/goal_probe.py`` plays chosen goals and shows lost
+RL cannot learn what the warm start never does: no policy won a held-out goal that needs two or more
+ingredients, before or after RL, and the screen kept almost no such training goal (the report's split
+by recipe shape; ``benchmarks/goal_probe.py`` plays chosen goals and shows lost
 episodes). ``--train-goals`` makes RL sample given goals instead of the screened ones, e.g. those with
 mixed outcomes; ``--sft-lr 1e-3`` gave a warm start that wins some multi-ingredient goals (README).
 The earlier tiny-model table (1M parameters trained from scratch) never moved held-out success: 10.8%
