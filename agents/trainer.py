@@ -33,6 +33,7 @@ from estimators import broadcast_to_tokens
 from agents.envs import get_env_spec
 from agents.models import LoraSettings, add_lora, load_policy
 from agents.dynamic_sampling import dynamic_sample
+from agents.eval_chunks import kept_chunks
 from agents.ppo import agg_loss, check_loss_options, ppo_terms, response_logprobs, row_logp_sums
 from agents.prompts import PromptSettings, make_prompter
 from agents.rollout import RolloutCollector, RolloutSettings
@@ -236,9 +237,7 @@ class Trainer:
         tasks = [t for t in tasks for _ in range(c.eval_repeats)]
         col = self.collector("eval")
         self.model.eval()
-        kept = {}
-        if chunks_file is not None and Path(chunks_file).exists():
-            kept = {r["start"]: r for r in map(json.loads, Path(chunks_file).read_text().splitlines())}
+        kept = {r["start"]: r for r in kept_chunks(chunks_file)} if chunks_file is not None else {}
         won, lengths = [], []
         for start in range(0, len(tasks), col.n):
             chunk = tasks[start:start + col.n]

@@ -113,6 +113,15 @@ def test_an_evaluation_stopped_part_way_continues_with_the_chunks_it_kept(tmp_pa
     assert [{k: r[k] for k in ("start", "won", "lengths")} for r in again] == [
         {k: r[k] for k in ("start", "won", "lengths")} for r in records]
 
+    # a session stopped while appending: the cut last line is dropped and its chunk played again
+    (tmp_path / "cut.jsonl").write_text(json.dumps(records[0]) + "\n" + json.dumps(records[1])[:25])
+    assert _trainer(cfg).evaluate(tmp_path / "cut.jsonl") == full
+    kept = (tmp_path / "cut.jsonl").read_text().splitlines()
+    assert [json.loads(line)["start"] for line in kept] == [0, 2, 4]
+    (tmp_path / "bad.jsonl").write_text("not json\n" + json.dumps(records[0]) + "\n")
+    with pytest.raises(ValueError, match="line 1 is not a chunk record; delete the file"):
+        _trainer(cfg).evaluate(tmp_path / "bad.jsonl")
+
     other = dict(records[0], tasks=["7", "7"])
     (tmp_path / "other.jsonl").write_text(json.dumps(other) + "\n")
     with pytest.raises(ValueError, match="chunks of another evaluation"):
