@@ -24,7 +24,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from benchmarks.table_report import textcraft_shapes  # noqa: E402  (needs the path above)
 
 
-def probe(args) -> dict:
+def probe(args, shapes: dict) -> dict:
     """Plays ``--repeats`` episodes of every chosen goal; returns {goal: {"won": [...], "lost": actions}}."""
     import torch
 
@@ -35,7 +35,6 @@ def probe(args) -> dict:
     env_kwargs = json.dumps({"preset": "agentgym", "depths": args.depths})
     spec = get_env_spec("textcraft")
     probe_env = spec.make(max_steps=args.max_steps, preset="agentgym", depths=tuple(args.depths))
-    shapes = textcraft_shapes()
     goals = [t for t in spec.tasks(probe_env, args.split)
              if args.min_ingredients <= shapes.get(str(t), 1) <= args.max_ingredients]
     probe_env.close()
@@ -115,14 +114,15 @@ def main(argv=None) -> None:
     args = ap.parse_args(argv)
     if args.repeats < 1 or args.min_ingredients > args.max_ingredients:
         ap.error("--repeats must be >= 1 and --min-ingredients <= --max-ingredients")
-    seen = probe(args)
+    shapes = textcraft_shapes()
+    seen = probe(args, shapes)
     if args.json:
         args.json.write_text(json.dumps(seen, indent=1))
     if args.mixed_out:
         mixed = [g for g, rec in seen.items() if 0 < sum(rec["won"]) < len(rec["won"])]
         args.mixed_out.write_text("".join(f"{g}\n" for g in mixed))
         print(f"{len(mixed)} goals with mixed outcomes written to {args.mixed_out}")
-    print(report(seen, textcraft_shapes(), args.repeats, args.show))
+    print(report(seen, shapes, args.repeats, args.show))
 
 
 if __name__ == "__main__":

@@ -88,6 +88,16 @@ def make_textcraft(args):
                                           depths=tuple(args.depths))
 
 
+def training_tasks(args, names: set) -> list:
+    """The training split's tasks (in split order) whose goal ids are in ``names``."""
+    from agents.envs import get_env_spec
+    probe = make_textcraft(args)
+    try:
+        return [t for t in get_env_spec("textcraft").tasks(probe, "train") if str(t) in names]
+    finally:
+        probe.close()
+
+
 def screened_goals(args, out: Path, warm: Path, common: dict) -> list:
     """Training goals the warm start won at least once in ``--screen-repeats`` episodes each, at the RL
     temperature (played once per table, kept in ``screen.json``).
@@ -97,15 +107,10 @@ def screened_goals(args, out: Path, warm: Path, common: dict) -> list:
     mixed wins and losses (mixed_groups in train.csv), half the iterations had no update at all, and each
     goal was drawn less than once per run. Goals the policy can already win sometimes are where its
     success can move (the online prompt filtering of DAPO, done once ahead of the runs)."""
-    from agents.envs import get_env_spec
     screen_cfg = {**common, "eval_split": "train", "eval_tasks": 0, "eval_repeats": args.screen_repeats,
                   "eval_temperature": args.temperature}
     screen = evaluate_once(out / "screen.json", str(warm), out / "screen", screen_cfg)
-    keep = {task for task, (won, _) in screen["by_task"].items() if won > 0}
-    spec = get_env_spec("textcraft")
-    probe = make_textcraft(args)
-    goals = [t for t in spec.tasks(probe, "train") if str(t) in keep]
-    probe.close()
+    goals = training_tasks(args, {task for task, (won, _) in screen["by_task"].items() if won > 0})
     print(f"screen: the warm start won {len(goals)} of {len(screen['by_task'])} training goals at least once "
           f"in {args.screen_repeats} episode(s) each (success {screen['eval_success']:.3f}, "
           f"{screen['wall_s']:.0f}s); RL samples those", flush=True)
@@ -276,10 +281,7 @@ def main(argv=None) -> None:
     before = evaluate_once(warm_eval_file, str(warm), out / "warm_eval", common)
     print(f"warm start held-out success {fmt(before['eval_success'], before['eval_n'])}", flush=True)
     if args.train_goals:
-        chosen = set(args.train_goals)
-        probe = make_textcraft(args)
-        train_goals = [t for t in spec.tasks(probe, "train") if str(t) in chosen]
-        probe.close()
+        train_goals = training_tasks(args, set(args.train_goals))
         print(f"RL samples the {len(train_goals)} goals of --train-goals", flush=True)
     else:
         train_goals = screened_goals(args, out, warm, common) if args.screen_repeats > 0 else None
