@@ -132,10 +132,15 @@ def load_table(out: Path, estimators: list[str], seeds: list[int], iterations: i
     warm = Policy("warm start", warm_eval["eval_success"], n, warm_eval.get("by_task"),
                   minutes=f"{sft_s / 60:.1f} (SFT)")
     table = Table(warm, None, screen=(_read(out / "screen.json") or {}).get("by_task"))
-    chosen = (_read(out / "table_settings.json") or {}).get("train_goals")
+    settings = _read(out / "table_settings.json") or {}
+    chosen, minimum = settings.get("train_goals"), settings.get("min_ingredients", 1)
     if chosen:     # --train-goals replaced the screen: mark those goals among the screened (or alone)
         table.screen = {g: [int(g in chosen), 1] for g in table.screen or chosen}
         table.trained_on = "the goals of --train-goals"
+    elif table.screen and minimum > 1:
+        chosen = screen_choice(table.screen, minimum)
+        table.screen = {g: [int(g in chosen), 1] for g in table.screen}
+        table.trained_on = f"the training goals of {minimum}+ ingredients the warm start won in the screen"
     if zero:
         table.zero = Policy("zero-shot", zero["eval_success"], zero["eval_n"], zero.get("by_task"))
         table.zero.change = change_from(warm, table.zero)
@@ -217,6 +222,13 @@ def textcraft_shapes() -> dict[str, int]:
             n = min(len({i.name for i in r.inputs}) for r in recipes)
             out[goal] = out[goal.replace(PREFIX, "")] = out[item_to_text(goal)] = n
     return out
+
+
+def screen_choice(by_task: dict, min_ingredients: int = 1) -> set[str]:
+    """The training goals RL samples after a screen: those the warm start won at least once, of recipes
+    needing at least ``min_ingredients`` distinct ingredients (``--min-ingredients``)."""
+    shapes = textcraft_shapes() if min_ingredients > 1 else {}
+    return {g for g, (won, _) in by_task.items() if won > 0 and shapes.get(g, 1) >= min_ingredients}
 
 
 # how a split's groups are named: (what the title calls a goal's group, a group's column name)

@@ -29,8 +29,9 @@ advantage skip the update (``skip_zero_adv``); compact prompts with shared prefi
 RL cannot learn what the warm start never does: no policy won a held-out goal that needs two or more
 ingredients, before or after RL, and the screen kept almost no such training goal (the report's split
 by recipe shape; ``benchmarks/goal_probe.py`` plays chosen goals and shows lost
-episodes). ``--train-goals`` makes RL sample given goals instead of the screened ones, e.g. those with
-mixed outcomes; ``--sft-lr 1e-3`` gave a warm start that wins some multi-ingredient goals (README).
+episodes). ``--sft-lr 1e-3`` gave a warm start that wins some multi-ingredient goals, and RL on only
+those it won in the screen (``--min-ingredients 2``) raised held-out success (README, depth-1 table).
+``--train-goals`` makes RL sample given goals instead, e.g. those with mixed outcomes in goal_probe.
 The earlier tiny-model table (1M parameters trained from scratch) never moved held-out success: 10.8%
 before RL, 8.2-10.4% after, in all six runs; it memorised training goals and could not read new recipes.
 """
@@ -47,7 +48,8 @@ from pathlib import Path
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from benchmarks.table_report import fmt, success_curve, write_report  # noqa: E402  (needs the path above)
+from benchmarks.table_report import (fmt, screen_choice, success_curve,  # noqa: E402  (needs the path above)
+                                     write_report)
 
 
 def training_curve(run_dir: Path, window: int) -> tuple[float, float]:
@@ -110,13 +112,17 @@ def screened_goals(args, out: Path, warm: Path, common: dict) -> list:
     screen_cfg = {**common, "eval_split": "train", "eval_tasks": 0, "eval_repeats": args.screen_repeats,
                   "eval_temperature": args.temperature}
     screen = evaluate_once(out / "screen.json", str(warm), out / "screen", screen_cfg)
-    goals = training_tasks(args, {task for task, (won, _) in screen["by_task"].items() if won > 0})
-    print(f"screen: the warm start won {len(goals)} of {len(screen['by_task'])} training goals at least once "
+    won = screen_choice(screen["by_task"])
+    goals = training_tasks(args, screen_choice(screen["by_task"], args.min_ingredients))
+    shape = f"the {len(goals)} of them of {args.min_ingredients}+ ingredients" if args.min_ingredients > 1 \
+        else "those"
+    print(f"screen: the warm start won {len(won)} of {len(screen['by_task'])} training goals at least once "
           f"in {args.screen_repeats} episode(s) each (success {screen['eval_success']:.3f}, "
-          f"{screen['wall_s']:.0f}s); RL samples those", flush=True)
+          f"{screen['wall_s']:.0f}s); RL samples {shape}", flush=True)
     if not goals:
-        raise SystemExit("the warm start won no training goal in the screen: train it longer (--sft-steps) "
-                         "or screen with more repeats (--screen-repeats)")
+        what = f"no training goal of {args.min_ingredients}+ ingredients" if won else "no training goal"
+        raise SystemExit(f"the warm start won {what} in the screen: train it longer (--sft-steps, --sft-lr), "
+                         "screen with more repeats (--screen-repeats) or lower --min-ingredients")
     return goals
 
 
@@ -176,6 +182,10 @@ def main(argv=None) -> None:
     ap.add_argument("--screen-repeats", type=int, default=1,
                     help="play every training goal this many times with the warm start (once per table) and "
                          "let RL sample only goals it won at least once (0 = every training goal)")
+    ap.add_argument("--min-ingredients", type=int, default=1,
+                    help="RL samples only the screened goals whose simplest recipe needs at least this many "
+                         "distinct ingredients: 2 keeps the multi-ingredient goals the warm start rarely "
+                         "wins, the change that raised held-out success in the README's depth-1 table")
     ap.add_argument("--train-goals", type=Path,
                     help="RL samples only these training goals (a file, one goal id per line, '#' starts a "
                          "comment) instead of the screen's: e.g. the goals `benchmarks/goal_probe.py "
@@ -208,6 +218,11 @@ def main(argv=None) -> None:
         list_tasks("agentgym", "test", tuple(args.depths))
     except ValueError as exc:
         ap.error(f"--depths: {exc}")
+    if args.min_ingredients < 1:
+        ap.error(f"--min-ingredients must be >= 1, got {args.min_ingredients}")
+    if args.min_ingredients > 1 and (args.train_goals is not None or args.screen_repeats < 1):
+        ap.error("--min-ingredients filters the screen's goals: it needs --screen-repeats >= 1 and no "
+                 "--train-goals (that file lists the RL goals itself)")
     if args.train_goals is not None:
         args.train_goals = read_goal_list(args.train_goals, tuple(args.depths), ap)
     if args.report:
@@ -235,8 +250,9 @@ def main(argv=None) -> None:
     old = json.loads(settings_file.read_text()) if settings_file.exists() else shaping
     then = {k: old.get(k, ap.get_default(k)) for k in shaping}
     diff = {k: (then[k], v) for k, v in shaping.items() if then[k] != v}
-    if not any(out.glob("*_seed*")):      # --train-goals shapes RL runs only: settable until the first starts
+    if not any(out.glob("*_seed*")):      # these shape RL runs only: settable until the first starts
         diff.pop("train_goals", None)
+        diff.pop("min_ingredients", None)
     if diff:
         raise SystemExit(f"{out} holds runs made with other settings (kept, now): {diff}; "
                          f"use another --out or the same settings")

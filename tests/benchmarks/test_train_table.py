@@ -265,6 +265,37 @@ def test_train_goals_may_be_chosen_after_a_warm_start_only_table(tmp_path, keep_
     assert (tmp_path / "grpo_seed0" / "train.csv").exists()
 
 
+def test_min_ingredients_keeps_the_screened_goals_of_that_recipe_shape(tmp_path, capsys, monkeypatch,
+                                                                       keep_torch_threads):
+    out = ["--out", str(tmp_path)]
+    screened = TINY[:-1] + ["1"]
+    for args, why in ((screened + ["--min-ingredients", "0"], "must be >= 1"),
+                      (TINY + ["--min-ingredients", "2"], "needs --screen-repeats >= 1")):
+        with pytest.raises(SystemExit):
+            train_table.main(out + args)
+        assert why in capsys.readouterr().err
+    train_table.main(out + screened + ["--sft-only"])
+    # as if the warm start had won clock (2 ingredients) and gold nugget (1), and lost cake (4)
+    by_task = {"clock": [1, 1], "gold_nugget": [1, 1], "cake": [0, 1]}
+    (tmp_path / "screen.json").write_text(json.dumps({"eval_success": 2 / 3, "eval_n": 3, "wall_s": 1.0,
+                                                      "by_task": by_task}))
+    with pytest.raises(SystemExit, match=r"won no training goal of 3\+ ingredients"):
+        train_table.main(out + screened + ["--estimators", "grpo", "--min-ingredients", "3"])
+    from agents.trainer import Trainer
+    drawn, init = [], Trainer.__init__
+
+    def spy(self, cfg, *args, train_tasks=None, **kwargs):
+        if train_tasks is not None:
+            drawn.append(sorted(map(str, train_tasks)))
+        init(self, cfg, *args, train_tasks=train_tasks, **kwargs)
+    monkeypatch.setattr(Trainer, "__init__", spy)
+    train_table.main(out + screened + ["--estimators", "grpo", "--min-ingredients", "2"])
+    assert drawn == [["clock"]]
+    text = capsys.readouterr().out
+    assert "won 2 of 3 training goals" in text and "RL samples the 1 of them of 2+ ingredients" in text
+    assert "RL trained on the training goals of 2+ ingredients the warm start won in the screen" in text
+
+
 def test_textcraft_shapes_count_the_ingredients_of_the_simplest_recipe():
     from benchmarks.table_report import textcraft_shapes
     shapes = textcraft_shapes()
