@@ -20,6 +20,20 @@ def keep_torch_threads():
     torch.set_num_threads(n)
 
 
+@pytest.fixture
+def rl_goals(monkeypatch) -> list:
+    """The sorted goal ids each Trainer built with ``train_tasks`` (an RL run) was given, in order."""
+    from agents.trainer import Trainer
+    drawn, init = [], Trainer.__init__
+
+    def spy(self, cfg, *args, train_tasks=None, **kwargs):
+        if train_tasks is not None:
+            drawn.append(sorted(map(str, train_tasks)))
+        init(self, cfg, *args, train_tasks=train_tasks, **kwargs)
+    monkeypatch.setattr(Trainer, "__init__", spy)
+    return drawn
+
+
 def test_rerun_keeps_finished_runs_adds_missing_ones_and_refuses_other_settings(
         tmp_path, capsys, keep_torch_threads):
     out = ["--out", str(tmp_path)]
@@ -220,27 +234,19 @@ def test_report_splits_held_out_success_by_recipe_shape_next_to_depth(tmp_path):
 
 
 def test_train_goals_replace_the_screen_and_unknown_ones_are_refused(tmp_path, capsys, keep_torch_threads,
-                                                                     monkeypatch):
+                                                                     rl_goals):
     bad = tmp_path / "bad.txt"
     bad.write_text("clock\nacacia_planks\n")        # acacia planks is a held-out goal
     with pytest.raises(SystemExit):
         train_table.main(["--out", str(tmp_path / "t")] + TINY + ["--train-goals", str(bad)])
     assert "not training goals of depths [1, 2]: ['acacia_planks']" in capsys.readouterr().err
     assert not (tmp_path / "t").exists()
-    from agents.trainer import Trainer
-    drawn, init = [], Trainer.__init__
-
-    def spy(self, cfg, *args, train_tasks=None, **kwargs):
-        if train_tasks is not None:
-            drawn.append(sorted(map(str, train_tasks)))
-        init(self, cfg, *args, train_tasks=train_tasks, **kwargs)
-    monkeypatch.setattr(Trainer, "__init__", spy)
     goals = tmp_path / "goals.txt"
     goals.write_text("# two training goals\nclock   # two ingredients\ngold_nugget\n\n")
     out = ["--out", str(tmp_path / "t")]
     train_table.main(out + TINY[:-2] + ["--screen-repeats", "1", "--estimators", "grpo",
                                         "--train-goals", str(goals)])
-    assert drawn == [["clock", "gold_nugget"]]        # the RL run's goals; no screen was played
+    assert rl_goals == [["clock", "gold_nugget"]]        # the RL run's goals; no screen was played
     assert not (tmp_path / "t" / "screen.json").exists()
     settings = json.loads((tmp_path / "t" / "table_settings.json").read_text())
     assert settings["train_goals"] == ["clock", "gold_nugget"]
@@ -265,7 +271,7 @@ def test_train_goals_may_be_chosen_after_a_warm_start_only_table(tmp_path, keep_
     assert (tmp_path / "grpo_seed0" / "train.csv").exists()
 
 
-def test_min_ingredients_keeps_the_screened_goals_of_that_recipe_shape(tmp_path, capsys, monkeypatch,
+def test_min_ingredients_keeps_the_screened_goals_of_that_recipe_shape(tmp_path, capsys, rl_goals,
                                                                        keep_torch_threads):
     out = ["--out", str(tmp_path)]
     screened = TINY[:-1] + ["1"]
@@ -281,16 +287,8 @@ def test_min_ingredients_keeps_the_screened_goals_of_that_recipe_shape(tmp_path,
                                                       "by_task": by_task}))
     with pytest.raises(SystemExit, match=r"won no training goal of 3\+ ingredients"):
         train_table.main(out + screened + ["--estimators", "grpo", "--min-ingredients", "3"])
-    from agents.trainer import Trainer
-    drawn, init = [], Trainer.__init__
-
-    def spy(self, cfg, *args, train_tasks=None, **kwargs):
-        if train_tasks is not None:
-            drawn.append(sorted(map(str, train_tasks)))
-        init(self, cfg, *args, train_tasks=train_tasks, **kwargs)
-    monkeypatch.setattr(Trainer, "__init__", spy)
     train_table.main(out + screened + ["--estimators", "grpo", "--min-ingredients", "2"])
-    assert drawn == [["clock"]]
+    assert rl_goals == [["clock"]]
     text = capsys.readouterr().out
     assert "won 2 of 3 training goals" in text and "RL samples the 1 of them of 2+ ingredients" in text
     assert "RL trained on the training goals of 2+ ingredients the warm start won in the screen" in text
