@@ -134,16 +134,13 @@ def load_table(out: Path, estimators: list[str], seeds: list[int], iterations: i
     table = Table(warm, None, screen=(_read(out / "screen.json") or {}).get("by_task"))
     settings = _read(out / "table_settings.json") or {}
     chosen, minimum = settings.get("train_goals"), settings.get("min_ingredients", 1)
-    alternatives = settings.get("keep_alternatives", False)
     if chosen:     # --train-goals replaced the screen: mark those goals among the screened (or alone)
         table.screen = {g: [int(g in chosen), 1] for g in table.screen or chosen}
         table.trained_on = "the goals of --train-goals"
     elif table.screen and minimum > 1:
-        chosen = screen_choice(table.screen, minimum, alternatives)
+        chosen = screen_choice(table.screen, minimum)
         table.screen = {g: [int(g in chosen), 1] for g in table.screen}
-        table.trained_on = (f"the training goals of {minimum}+ ingredients"
-                            + (" or a choice of recipes" if alternatives else "")
-                            + " the warm start won in the screen")
+        table.trained_on = f"the training goals of {minimum}+ ingredients the warm start won in the screen"
     if zero:
         table.zero = Policy("zero-shot", zero["eval_success"], zero["eval_n"], zero.get("by_task"))
         table.zero.change = change_from(warm, table.zero)
@@ -214,38 +211,24 @@ def depth_changes(warm_by_task: dict, by_task: dict, depths: dict) -> dict:
     return out
 
 
-def _per_textcraft_goal(measure) -> dict[str, int]:
-    """``measure(recipes)`` of every craftable TextCraft goal, under each name an evaluation may record it by
-    (``minecraft:white_dye``, ``white_dye``, ``white dye``)."""
+def textcraft_shapes() -> dict[str, int]:
+    """Ingredients (distinct inputs) of each TextCraft goal's simplest recipe, under each name an evaluation
+    may record it by: the depth-1 goals the warm start loses are the ones that need two or more."""
     from bipace_envs.textcraft.recipes import PREFIX, item_to_text, load_book
     book, out = load_book(), {}
     for goal in book.depth:
         recipes = book.recipes_for(goal)
         if recipes:
-            out[goal] = out[goal.replace(PREFIX, "")] = out[item_to_text(goal)] = measure(recipes)
+            n = min(len({i.name for i in r.inputs}) for r in recipes)
+            out[goal] = out[goal.replace(PREFIX, "")] = out[item_to_text(goal)] = n
     return out
 
 
-def textcraft_shapes() -> dict[str, int]:
-    """Ingredients (distinct inputs) of each TextCraft goal's simplest recipe: the depth-1 goals the warm
-    start loses are the ones that need two or more."""
-    return _per_textcraft_goal(lambda recipes: min(len({i.name for i in r.inputs}) for r in recipes))
-
-
-def textcraft_alternatives() -> dict[str, int]:
-    """How many different recipes (distinct ingredient sets) make each TextCraft goal: 2+ for goals such as
-    the dyes, whose recipe list offers a choice."""
-    return _per_textcraft_goal(lambda recipes: len({frozenset(i.name for i in r.inputs) for r in recipes}))
-
-
-def screen_choice(by_task: dict, min_ingredients: int = 1, alternatives: bool = False) -> set[str]:
+def screen_choice(by_task: dict, min_ingredients: int = 1) -> set[str]:
     """The training goals RL samples after a screen: those the warm start won at least once, of recipes
-    needing at least ``min_ingredients`` distinct ingredients (``--min-ingredients``), and with
-    ``alternatives`` also those with a choice of recipes (``--keep-alternatives``)."""
+    needing at least ``min_ingredients`` distinct ingredients (``--min-ingredients``)."""
     shapes = textcraft_shapes() if min_ingredients > 1 else {}
-    choices = textcraft_alternatives() if alternatives else {}
-    return {g for g, (won, _) in by_task.items()
-            if won > 0 and (shapes.get(g, 1) >= min_ingredients or choices.get(g, 1) > 1)}
+    return {g for g, (won, _) in by_task.items() if won > 0 and shapes.get(g, 1) >= min_ingredients}
 
 
 # how a split's groups are named: (what the title calls a goal's group, a group's column name)

@@ -113,11 +113,9 @@ def screened_goals(args, out: Path, warm: Path, common: dict) -> list:
                   "eval_temperature": args.temperature}
     screen = evaluate_once(out / "screen.json", str(warm), out / "screen", screen_cfg)
     won = screen_choice(screen["by_task"])
-    chosen = screen_choice(screen["by_task"], args.min_ingredients, args.keep_alternatives)
-    goals = training_tasks(args, chosen)
-    choice = " or a choice of recipes" if args.keep_alternatives else ""
-    shape = f"the {len(goals)} of them of {args.min_ingredients}+ ingredients{choice}" \
-        if args.min_ingredients > 1 else "those"
+    goals = training_tasks(args, screen_choice(screen["by_task"], args.min_ingredients))
+    shape = f"the {len(goals)} of them of {args.min_ingredients}+ ingredients" if args.min_ingredients > 1 \
+        else "those"
     print(f"screen: the warm start won {len(won)} of {len(screen['by_task'])} training goals at least once "
           f"in {args.screen_repeats} episode(s) each (success {screen['eval_success']:.3f}, "
           f"{screen['wall_s']:.0f}s); RL samples {shape}", flush=True)
@@ -188,11 +186,6 @@ def main(argv=None) -> None:
                     help="RL samples only the screened goals whose simplest recipe needs at least this many "
                          "distinct ingredients: 2 keeps the multi-ingredient goals the warm start rarely "
                          "wins, the change that raised held-out success in the README's depth-1 table")
-    ap.add_argument("--keep-alternatives", action=argparse.BooleanOptionalAction, default=False,
-                    help="with --min-ingredients 2+, also keep the screened goals whose recipe list offers "
-                         "a choice of recipes (the dyes, stick, sugar): after RL on multi-ingredient goals "
-                         "alone the policy fetched items of both recipes of white dye, the held-out goal "
-                         "with such a choice, which fell from 8 to 0-2 of 12 episodes in every run")
     ap.add_argument("--train-goals", type=Path,
                     help="RL samples only these training goals (a file, one goal id per line, '#' starts a "
                          "comment) instead of the screen's: e.g. the goals `benchmarks/goal_probe.py "
@@ -230,9 +223,6 @@ def main(argv=None) -> None:
     if args.min_ingredients > 1 and (args.train_goals is not None or args.screen_repeats < 1):
         ap.error("--min-ingredients filters the screen's goals: it needs --screen-repeats >= 1 and no "
                  "--train-goals (that file lists the RL goals itself)")
-    if args.keep_alternatives and args.min_ingredients < 2:
-        ap.error("--keep-alternatives adds goals to those --min-ingredients keeps: it needs "
-                 "--min-ingredients 2 or more (with 1 every screened goal is kept already)")
     if args.train_goals is not None:
         args.train_goals = read_goal_list(args.train_goals, tuple(args.depths), ap)
     if args.report:
@@ -263,7 +253,6 @@ def main(argv=None) -> None:
     if not any(out.glob("*_seed*")):      # these shape RL runs only: settable until the first starts
         diff.pop("train_goals", None)
         diff.pop("min_ingredients", None)
-        diff.pop("keep_alternatives", None)
     if diff:
         raise SystemExit(f"{out} holds runs made with other settings (kept, now): {diff}; "
                          f"use another --out or the same settings")

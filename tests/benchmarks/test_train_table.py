@@ -294,29 +294,6 @@ def test_min_ingredients_keeps_the_screened_goals_of_that_recipe_shape(tmp_path,
     assert "RL trained on the training goals of 2+ ingredients the warm start won in the screen" in text
 
 
-def test_keep_alternatives_adds_the_screened_goals_with_a_choice_of_recipes(tmp_path, capsys, rl_goals,
-                                                                            keep_torch_threads):
-    out = ["--out", str(tmp_path)]
-    screened = TINY[:-1] + ["1"]
-    with pytest.raises(SystemExit):
-        train_table.main(out + screened + ["--keep-alternatives"])
-    assert "it needs --min-ingredients 2 or more" in capsys.readouterr().err
-    train_table.main(out + screened + ["--sft-only"])
-    # won: clock (2 ingredients), black dye (ink sac or wither rose) and gold nugget (1, one recipe);
-    # lost: blue dye (lapis lazuli or cornflower)
-    by_task = {"clock": [1, 1], "black_dye": [1, 1], "gold_nugget": [1, 1], "blue_dye": [0, 1]}
-    (tmp_path / "screen.json").write_text(json.dumps({"eval_success": 0.75, "eval_n": 4, "wall_s": 1.0,
-                                                      "by_task": by_task}))
-    train_table.main(out + screened + ["--estimators", "grpo", "--min-ingredients", "2",
-                                       "--keep-alternatives"])
-    assert rl_goals == [["black_dye", "clock"]]
-    text = capsys.readouterr().out
-    assert "RL samples the 2 of them of 2+ ingredients or a choice of recipes" in text
-    assert ("RL trained on the training goals of 2+ ingredients or a choice of recipes the warm start won"
-            in text)
-    assert json.loads((tmp_path / "table_settings.json").read_text())["keep_alternatives"] is True
-
-
 def test_textcraft_shapes_count_the_ingredients_of_the_simplest_recipe():
     from benchmarks.table_report import textcraft_shapes
     shapes = textcraft_shapes()
@@ -324,14 +301,6 @@ def test_textcraft_shapes_count_the_ingredients_of_the_simplest_recipe():
     assert shapes["acacia_planks"] == shapes["acacia planks"] == shapes["minecraft:acacia_planks"] == 1
     assert shapes["coarse_dirt"] == 2
     assert shapes["white_dye"] == 1       # two recipes (lily of the valley, bone meal), one ingredient each
-
-
-def test_textcraft_alternatives_count_the_distinct_recipes_of_a_goal():
-    from benchmarks.table_report import textcraft_alternatives
-    choices = textcraft_alternatives()
-    assert choices["white_dye"] == choices["white dye"] == choices["minecraft:white_dye"] == 2
-    assert choices["acacia_planks"] == 1 and choices["coarse_dirt"] == 1
-    assert choices["sugar"] == 2        # three recipe lines, two of them from sugar cane alone
 
 
 def test_textcraft_depths_know_the_goals_under_the_names_evaluations_record():
