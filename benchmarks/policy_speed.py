@@ -11,10 +11,13 @@ Variants: ``verbose`` = verl-agent's full prompt template, every prompt run whol
 compact prompts and prefix sharing); ``compact`` = the small-model template; ``compact+shared`` = that
 template with each task's common prompt prefix run once (``agents/prefix.py``), in the rollout and in
 the update; ``,kl0`` adds ``kl_coef=0`` (no adapter-free reference forward in the update) and
-``,top8`` ``lora_layers=8`` (LoRA and the backward pass on the top 8 blocks only). Token rates count
-every prompt and response token a plain forward would process, so a variant that skips work shows a
-higher rate. Medians over ``--repeats`` interleaved repeats (the first round warms up and is not
-counted). Time it on an otherwise idle machine.
+``,topN`` (any N, e.g. ``,top8``) ``lora_layers=N`` (LoRA and the backward pass on the top N blocks
+only); each of those is compared with the first variant given. Token rates count every prompt and
+response token a plain forward would process, so a variant that skips work shows a higher rate.
+``drift`` is how far the update moved the policy on the rows it trained (mean |log-ratio| per token
+over ``--drift-rows`` rows): fewer adapted blocks move it less at the same learning rate (``--lr``),
+which a faster update has to make up. Medians over ``--repeats`` interleaved repeats (the first round
+warms up and is not counted). Time it on an otherwise idle machine.
 """
 from __future__ import annotations
 
@@ -31,11 +34,30 @@ VARIANTS = {
     "verbose": dict(compact_prompts="no", share_prefix=False),
     "compact": dict(compact_prompts="yes", share_prefix=False),
     "compact+shared": dict(compact_prompts="yes", share_prefix=True),
-    # cheaper updates, same rollout: no reference forward for the KL term; LoRA (and so the backward
-    # pass) on the top 8 decoder blocks only
-    "compact+shared,kl0": dict(compact_prompts="yes", share_prefix=True, kl_coef=0.0),
-    "compact+shared,top8": dict(compact_prompts="yes", share_prefix=True, lora_layers=8),
 }
+
+
+def variant_settings(name: str) -> dict:
+    """TrainConfig fields of a variant: a base of ``VARIANTS`` plus modifiers that make the update cheaper
+    on the same rollout (``,kl0``: no reference forward for the KL term; ``,topN``: LoRA, and so the
+    backward pass, on the top N decoder blocks only)."""
+    base, *mods = name.split(",")
+    if base not in VARIANTS:
+        raise argparse.ArgumentTypeError(f"variant {name!r}: the base must be one of {list(VARIANTS)}")
+    out = dict(VARIANTS[base])
+    for m in mods:
+        if m == "kl0":
+            out["kl_coef"] = 0.0
+        elif m.startswith("top") and m[3:].isdigit() and int(m[3:]) > 0:
+            out["lora_layers"] = int(m[3:])
+        else:
+            raise argparse.ArgumentTypeError(f"variant {name!r}: unknown modifier {m!r} (kl0 or topN)")
+    return out
+
+
+def variant(name: str) -> str:
+    variant_settings(name)      # argparse type: refuse a bad name before any model loads
+    return name
 
 
 def build(model: str, variant: str, args):
@@ -46,11 +68,12 @@ def build(model: str, variant: str, args):
                       history_length=8, show_admissible=False, require_think="no", batch_tasks=args.tasks,
                       group_size=args.group_size, max_new_tokens=args.max_new_tokens, temperature=1.0,
                       mini_batch_rows=0, micro_batch_rows=args.micro_batch, threads=args.threads,
-                      lora_rank=16, lora_alpha=32, tensorboard=False, progress=False, **VARIANTS[variant])
+                      lr=args.lr, drift_rows=0, lora_rank=16, lora_alpha=32, tensorboard=False,
+                      progress=False, **variant_settings(variant))
     return Trainer(cfg)
 
 
-def measure(trainer, it: int) -> dict:
+def measure(trainer, it: int, drift_rows: int) -> dict:
     import numpy as np
     t0 = time.perf_counter()
     ro, rng = trainer.rollout(it)
@@ -58,23 +81,29 @@ def measure(trainer, it: int) -> dict:
     adv = np.random.default_rng(it).choice([-1.0, 1.0], size=len(ro.response_ids))
     trainer.update(ro, adv, rng)
     t2 = time.perf_counter()
+    # after the timer: the update's own drift option would be timed with it
+    trained = np.flatnonzero([len(r) > 0 for r in ro.response_ids])[:drift_rows]
+    drift = trainer._drift(ro, trained, trainer._old_logprobs(ro)) if drift_rows else float("nan")
     tokens = sum(len(p) + len(r) for p, r in zip(ro.prompt_ids, ro.response_ids))
     return {"rows": len(ro.response_ids), "prompt_tokens": statistics.mean(len(p) for p in ro.prompt_ids),
             "rollout_s": t1 - t0, "update_s": t2 - t1, "rollout_tok_s": tokens / (t1 - t0),
-            "update_tok_s": tokens / (t2 - t1)}
+            "update_tok_s": tokens / (t2 - t1), "drift": drift}
 
 
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--models", nargs="+", default=["smollm2-135m", "tiny"])
-    ap.add_argument("--variants", nargs="+", default=["verbose", "compact", "compact+shared"],
-                    choices=list(VARIANTS))
+    ap.add_argument("--variants", nargs="+", default=["verbose", "compact", "compact+shared"], type=variant,
+                    help=f"a base ({', '.join(VARIANTS)}) with optional modifiers ,kl0 and ,topN")
     ap.add_argument("--tasks", type=int, default=4, help="B: tasks per rollout")
     ap.add_argument("--group-size", type=int, default=8, help="G: episodes per task")
     ap.add_argument("--max-steps", type=int, default=4)
     ap.add_argument("--max-new-tokens", type=int, default=16)
     ap.add_argument("--micro-batch", type=int, default=16)
     ap.add_argument("--repeats", type=int, default=2)
+    ap.add_argument("--lr", type=float, default=0.0, help="LoRA learning rate (0 = the model preset's)")
+    ap.add_argument("--drift-rows", type=int, default=32,
+                    help="rows whose log-ratio after the update gives 'drift' (not timed: it runs after)")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--out", default="/tmp/bipace-policy-speed",
                     help="scratch folder for the trainers' files")
@@ -85,7 +114,7 @@ def main(argv=None) -> None:
         trainers = {v: build(model, v, args) for v in args.variants}
         for rep in range(args.repeats + 1):             # round 0 warms up every variant
             for v, tr in trainers.items():
-                m = measure(tr, rep + 1)
+                m = measure(tr, rep + 1, args.drift_rows)
                 if rep:
                     results.setdefault((model, v), []).append(m)
         del trainers
@@ -93,12 +122,14 @@ def main(argv=None) -> None:
     print(f"\nTextCraft rollout of {args.tasks} tasks x G={args.group_size}, up to {args.max_steps} steps, "
           f"{args.max_new_tokens} new tokens; update = one PPO pass over its rows; {args.threads} threads; "
           f"median of {args.repeats}\n")
-    print("| model | variant | rows | prompt tokens | rollout s | rollout tok/s | update s | update tok/s |")
-    print("|---|---|---|---|---|---|---|---|")
+    print("| model | variant | rows | prompt tokens | rollout s | rollout tok/s | update s | update tok/s "
+          "| drift |")
+    print("|---|---|---|---|---|---|---|---|---|")
     for (model, v), runs in results.items():
         med = {k: statistics.median(r[k] for r in runs) for k in runs[0]}
         print(f"| {model} | {v} | {med['rows']:.0f} | {med['prompt_tokens']:.0f} | {med['rollout_s']:.1f} | "
-              f"{med['rollout_tok_s']:.0f} | {med['update_s']:.1f} | {med['update_tok_s']:.0f} |")
+              f"{med['rollout_tok_s']:.0f} | {med['update_s']:.1f} | {med['update_tok_s']:.0f} | "
+              f"{med['drift']:.4f} |")
     for model in args.models:
         base, best = results.get((model, "verbose")), results.get((model, "compact+shared"))
         if base and best:
@@ -106,13 +137,13 @@ def main(argv=None) -> None:
                      for k in ("rollout_s", "update_s")}
             print(f"{model}: compact+shared vs verbose: rollout {speed['rollout_s']:.2f}x, "
                   f"update {speed['update_s']:.2f}x faster")
-        for v in ("compact+shared,kl0", "compact+shared,top8"):
-            cheap = results.get((model, v))
-            if best and cheap:
+        first = args.variants[0]
+        for v in args.variants[1:]:
+            if "," in v:        # a cheaper update: against the first variant, which is timed beside it
                 # per token: the variants' rows can differ once their updates have moved the policies apart
-                ratio = (statistics.median(r["update_tok_s"] for r in cheap)
-                         / statistics.median(r["update_tok_s"] for r in best))
-                print(f"{model}: {v} vs compact+shared: update {ratio:.2f}x the tokens/s")
+                ratio = (statistics.median(r["update_tok_s"] for r in results[(model, v)])
+                         / statistics.median(r["update_tok_s"] for r in results[(model, first)]))
+                print(f"{model}: {v} vs {first}: update {ratio:.2f}x the tokens/s")
 
 
 if __name__ == "__main__":

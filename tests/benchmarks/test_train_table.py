@@ -271,6 +271,38 @@ def test_train_goals_may_be_chosen_after_a_warm_start_only_table(tmp_path, keep_
     assert (tmp_path / "grpo_seed0" / "train.csv").exists()
 
 
+def test_rl_settings_may_change_until_the_first_run_and_rl_lora_layers_adapts_the_top_blocks(
+        tmp_path, monkeypatch, keep_torch_threads):
+    from agents.trainer import Trainer
+    adapted = []
+    init = Trainer.__init__
+
+    def spy(self, cfg, *args, **kwargs):
+        init(self, cfg, *args, **kwargs)
+        if cfg.out_dir.endswith("_seed0"):       # an RL run (the evaluations build trainers too)
+            names = [n for n, p in self.model.named_parameters() if p.requires_grad]
+            adapted.append(sorted({int(n.split(".layers.")[1].split(".")[0]) for n in names}))
+    monkeypatch.setattr(Trainer, "__init__", spy)
+    out = ["--out", str(tmp_path)]
+    train_table.main(out + TINY + ["--sft-only"])
+    warm = (tmp_path / "warm_start" / "config.json").stat().st_mtime_ns
+    # the warm start is reused: RL's learning rate, iterations and LoRA blocks are not part of it
+    train_table.main(out + TINY + ["--estimators", "grpo", "--lr", "1e-3", "--rl-lora-layers", "1"])
+    assert (tmp_path / "warm_start" / "config.json").stat().st_mtime_ns == warm
+    n_blocks = json.loads((tmp_path / "warm_start" / "config.json").read_text())["num_hidden_layers"]
+    assert adapted == [[n_blocks - 1]]        # the RL run's trainable tensors: the top block's only
+    settings = json.loads((tmp_path / "table_settings.json").read_text())
+    assert settings["lr"] == 1e-3 and settings["rl_lora_layers"] == 1
+    # once a run exists they are the table's settings
+    with pytest.raises(SystemExit, match=r"'rl_lora_layers': \(1, 0\)"):
+        train_table.main(out + TINY + ["--estimators", "grpo", "--lr", "1e-3"])
+    # a setting of the warm start itself is refused even before any run
+    other = ["--out", str(tmp_path / "w")] + TINY
+    train_table.main(other + ["--sft-only"])
+    with pytest.raises(SystemExit, match=r"'sft_lr': \(0.0002, 0.001\)"):
+        train_table.main(other + ["--sft-only", "--sft-lr", "1e-3"])
+
+
 def test_min_ingredients_keeps_the_screened_goals_of_that_recipe_shape(tmp_path, capsys, rl_goals,
                                                                        keep_torch_threads):
     out = ["--out", str(tmp_path)]
