@@ -286,7 +286,7 @@ def test_rl_settings_may_change_until_the_first_run_and_rl_lora_layers_adapts_th
     out = ["--out", str(tmp_path)]
     train_table.main(out + TINY + ["--sft-only"])
     warm = (tmp_path / "warm_start" / "config.json").stat().st_mtime_ns
-    # the warm start is reused: RL's learning rate, iterations and LoRA blocks are not part of it
+    # the warm start is reused: RL's learning rate and LoRA blocks are not part of it
     train_table.main(out + TINY + ["--estimators", "grpo", "--lr", "1e-3", "--rl-lora-layers", "1"])
     assert (tmp_path / "warm_start" / "config.json").stat().st_mtime_ns == warm
     n_blocks = json.loads((tmp_path / "warm_start" / "config.json").read_text())["num_hidden_layers"]
