@@ -58,6 +58,9 @@ class TrainConfig:
                                    "step in rollouts and per micro-batch in the update (agents/prefix.py; "
                                    "same numbers, fewer tokens); the update uses plain forwards under "
                                    "gradient checkpointing")
+    carry_cache: bool = opt(True, "with --share-prefix and compact prompts (which only append a line per "
+                                  "step), keep each env's KV cache from one rollout step to the next, so a "
+                                  "step runs only what its prompt adds")
     # --- rollout -----------------------------------------------------------------------------
     batch_tasks: int = opt(16, "B: tasks per iteration")
     group_size: int = opt(8, "G: rollouts per task (same task and seed)")
@@ -110,6 +113,10 @@ class TrainConfig:
     entropy_coef: float = opt(0.001, "entropy bonus")
     mini_batch_rows: int = opt(256, "step rows per optimizer step (0 = whole iteration)")
     micro_batch_rows: int = opt(16, "step rows per forward/backward (gradient accumulation)")
+    minibatch_unit: str = opt("auto", "what the update shuffles into mini-batches: row (verl) | episode "
+                                      "(an episode's rows stay together, so with --share-prefix the history "
+                                      "its prompts repeat runs once per micro-batch) | auto (episode with "
+                                      "compact prompts)")
     ppo_epochs: int = opt(1, "passes over each iteration's rows")
     skip_zero_adv: bool = opt(False, "leave rows whose advantage is exactly 0 out of the update: their "
                                      "policy-gradient term is 0, so this saves their forward/backward, and "
@@ -175,6 +182,11 @@ class TrainConfig:
 
     def compact(self) -> bool:
         return self._yes("compact_prompts", auto=self.small_model())
+
+    def episode_minibatches(self) -> bool:
+        if self.minibatch_unit not in ("row", "episode", "auto"):
+            raise ValueError(f"minibatch_unit must be row | episode | auto, got {self.minibatch_unit!r}")
+        return self.minibatch_unit == "episode" or (self.minibatch_unit == "auto" and self.compact())
 
     def clip_range(self) -> tuple[float, float]:
         return (self.clip_low or self.clip_ratio, self.clip_high or self.clip_ratio)

@@ -28,13 +28,14 @@ def pad_batch(prompt_ids, response_ids, pad_id: int, device):
     return ids.to(device), attn.to(device), pos.to(device), attn[:, P:].to(device).float()
 
 
-def response_logits(model, prompt_ids, response_ids, pad_id: int, keys=None):
+def response_logits(model, prompt_ids, response_ids, pad_id: int, keys=None, episodes=None):
     """Teacher-forced logits at each response position: (B, R, V) logits, the (B, R) response ids
     they predict, and the (B, R) response mask. With ``keys`` (one per row), rows with equal keys run
-    their common prompt prefix once (``agents.prefix``; same numbers, fewer tokens)."""
+    their common prompt prefix once, and with ``episodes`` too each episode's shared history
+    (``agents.prefix``; same numbers, fewer tokens)."""
     if keys is not None:
         from agents.prefix import shared_response_logits
-        return shared_response_logits(model, prompt_ids, response_ids, keys, pad_id)
+        return shared_response_logits(model, prompt_ids, response_ids, keys, pad_id, episodes)
     device = next(model.parameters()).device
     ids, attn, pos, rmask = pad_batch(prompt_ids, response_ids, pad_id, device)
     R = rmask.shape[1]
@@ -45,9 +46,9 @@ def response_logits(model, prompt_ids, response_ids, pad_id: int, keys=None):
 
 
 def response_logprobs(model, prompt_ids, response_ids, pad_id: int, temperature: float = 1.0,
-                      with_entropy: bool = True, keys=None):
+                      with_entropy: bool = True, keys=None, episodes=None):
     """Per-token log-prob (and entropy) of each response under ``model``. Shapes (B, R)."""
-    logits, targets, rmask = response_logits(model, prompt_ids, response_ids, pad_id, keys)
+    logits, targets, rmask = response_logits(model, prompt_ids, response_ids, pad_id, keys, episodes)
     logits = logits.float()
     if temperature != 1.0:
         logits = logits / temperature

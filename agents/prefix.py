@@ -11,7 +11,9 @@ only each row's own suffix (history, observation) and response go through the mo
     out = model.generate(input_ids=ids, attention_mask=mask, **{cache_kwarg(model): cache})
 
 ``shared_response_logits`` is the teacher-forced twin used by PPO and SFT; gradients flow through the
-prefix's cache into the adapter, so it equals the plain forward (tests/agents/test_prefix.py). Position ids
+prefix's cache into the adapter, so it equals the plain forward (tests/agents/test_prefix.py). Given episode
+ids it also runs each episode's history once (``SpineSplit``): a step's prompt repeats the previous
+step's, so every row then runs only its instruction tail and response. Position ids
 follow ``generate``'s rule (cumulative sum of the attention mask), so padding before the prefix and
 between prefix and suffix changes nothing.
 """
@@ -29,7 +31,7 @@ def cache_kwarg(model) -> str:
     return "cache" if "cache" in inspect.signature(base.forward).parameters else "past_key_values"
 
 
-def _output_cache(out):
+def output_cache(out):
     return getattr(out, "cache", None) if getattr(out, "cache", None) is not None else out.past_key_values
 
 
@@ -114,20 +116,97 @@ def prefill(model, split: PromptSplit):
     ids, mask = split.prefix_ids.to(dev), split.prefix_mask.to(dev)
     out = model(input_ids=ids, attention_mask=mask, position_ids=positions(mask), use_cache=True,
                 logits_to_keep=1)
-    cache = _output_cache(out)
+    cache = output_cache(out)
     cache.batch_select_indices(split.row_prefix.to(dev))
     return cache
 
 
-def shared_response_logits(model, prompt_ids, response_ids, keys, pad_id: int):
-    """``agents.ppo.response_logits`` with each key's common prompt prefix run once: (B, R, V) logits,
-    the (B, R) response ids they predict and the (B, R) response mask."""
+@dataclass
+class SpineSplit:
+    """A ``PromptSplit`` whose rows are cut once more, after the part of their episode's *spine* they share.
+
+    An episode's later prompts repeat its earlier ones and add lines (compact prompts append one
+    "action -> result" line per step before a fixed instruction tail), so the episode's longest prompt,
+    its spine, holds most of every other row's prompt. The spine (after the task prefix) runs once per
+    episode; row r attends to the first ``row_spine[r]`` spine tokens and runs only the rest of its prompt.
+    """
+    prompts: PromptSplit                # task prefixes (one per key); its suffixes are not used here
+    spine_prefix: torch.Tensor          # (S,) the task prefix each spine continues
+    spine_ids: torch.Tensor             # (S, Ls) spines after their task prefix, right-padded
+    row_spine_index: torch.Tensor       # (N,) which spine each row belongs to
+    row_spine_len: torch.Tensor         # (N,) spine tokens each row attends to
+    suffixes: list[torch.Tensor]        # each row's prompt tokens after prefix and shared spine
+
+    def row_spine_mask(self) -> torch.Tensor:
+        """(N, Ls): 1 on the spine columns each row attends to."""
+        return (torch.arange(self.spine_ids.shape[1])[None, :] < self.row_spine_len[:, None]).long()
+
+
+def split_spines(split: PromptSplit, episodes: list) -> SpineSplit | None:
+    """Cut ``split``'s suffixes after the part each row shares with its episode's longest suffix. Any
+    grouping is correct (each row's shared length is measured on its tokens), a truer one only saves more.
+    Returns None when the spines would not cut the padded token count of the forward."""
+    if len(episodes) != len(split.suffixes):
+        raise ValueError(f"need one episode id per row; got {len(episodes)} for {len(split.suffixes)} rows")
+    groups: dict = {}
+    for r, e in enumerate(episodes):
+        groups.setdefault((int(split.row_prefix[r]), e), []).append(r)
+    spines, spine_prefix = [], []
+    row_index = torch.empty(len(episodes), dtype=torch.long)
+    row_len = torch.zeros(len(episodes), dtype=torch.long)
+    suffixes = list(split.suffixes)
+    for g, ((u, _), rows) in enumerate(groups.items()):
+        spine = max((split.suffixes[r] for r in rows), key=len)
+        spines.append(spine)
+        spine_prefix.append(u)
+        for r in rows:
+            s = split.suffixes[r]
+            shared = min(common_prefix_len([s, spine]), len(s) - 1)    # keep one token to predict from
+            row_index[r], row_len[r], suffixes[r] = g, shared, s[shared:]
+        spines[g] = spine[:int(row_len[rows].max())]     # spine tokens no row attends to need not run
+    width = max(len(s) for s in spines)
+    n = len(suffixes)
+    if len(spines) * width + n * max(len(s) for s in suffixes) >= n * max(len(s) for s in split.suffixes):
+        return None
+    spine_ids = torch.full((len(spines), width), split.pad_id, dtype=torch.long)
+    for g, s in enumerate(spines):
+        spine_ids[g, :len(s)] = s
+    return SpineSplit(split, torch.tensor(spine_prefix, dtype=torch.long), spine_ids, row_index, row_len,
+                      suffixes)
+
+
+def _spine_cache(model, spines: SpineSplit):
+    """KV cache of every row's task prefix followed by its episode's spine: (N, Lp + Ls)."""
+    dev = next(model.parameters()).device
+    split = spines.prompts
+    cache = prefill(model, PromptSplit(split.prefix_ids, split.prefix_mask, spines.spine_prefix, [],
+                                       split.pad_id))
+    ids = spines.spine_ids.to(dev)
+    # the right padding is attended as if real: only later padding sees it, and no row's mask keeps it
+    full = torch.cat([split.prefix_mask[spines.spine_prefix].to(dev), torch.ones_like(ids)], 1)
+    out = model(input_ids=ids, attention_mask=full, position_ids=positions(full)[:, -ids.shape[1]:],
+                use_cache=True, logits_to_keep=1, **{cache_kwarg(model): cache})
+    cache = output_cache(out)
+    cache.batch_select_indices(spines.row_spine_index.to(dev))
+    return cache
+
+
+def shared_response_logits(model, prompt_ids, response_ids, keys, pad_id: int, episodes=None):
+    """``agents.ppo.response_logits`` with each key's common prompt prefix run once, and with ``episodes``
+    (one id per row) each episode's spine too (``SpineSplit``): (B, R, V) logits, the (B, R) response ids
+    they predict and the (B, R) response mask."""
     from agents.ppo import pad_batch
     dev = next(model.parameters()).device
     split = split_prompts(prompt_ids, keys, pad_id)
-    cache = prefill(model, split)
-    ids, attn, _, rmask = pad_batch(split.suffixes, response_ids, pad_id, dev)
-    full = torch.cat([split.prefix_mask[split.row_prefix].to(dev), attn], 1)
+    spines = split_spines(split, episodes) if episodes is not None else None
+    if spines is None:
+        cache, suffixes = prefill(model, split), split.suffixes
+        cached_mask = split.prefix_mask[split.row_prefix]
+    else:
+        cache, suffixes = _spine_cache(model, spines), spines.suffixes
+        cached_mask = torch.cat([split.prefix_mask[split.row_prefix], spines.row_spine_mask()], 1)
+    ids, attn, _, rmask = pad_batch(suffixes, response_ids, pad_id, dev)
+    full = torch.cat([cached_mask.to(dev), attn], 1)
     pos = positions(full)[:, full.shape[1] - ids.shape[1]:]
     R = rmask.shape[1]
     logits = model(input_ids=ids, attention_mask=full, position_ids=pos, use_cache=True,

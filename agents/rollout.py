@@ -24,7 +24,8 @@ import torch
 
 from agents.models import decoder_layers, default_hidden_layer, layer_module_index
 from agents.parsing import parse_action
-from agents.prefix import cache_kwarg, hashable_key, left_pad, prefill, split_prompts
+from agents.prefix import (cache_kwarg, common_prefix_len, hashable_key, left_pad, output_cache, prefill,
+                           split_prompts)
 
 
 @dataclass
@@ -44,6 +45,8 @@ class RolloutSettings:
     require_think: bool = True        # parser rule: answers without <think></think> are invalid
     key_kind: str = "action_tag"      # PACE action key: action_tag | first_token | projected
     share_prefix: bool = True         # run each task's common prompt prefix once per step (agents.prefix)
+    carry_cache: bool = True          # keep each env's KV cache between steps: a step runs only what its
+    #                                   prompt adds to the previous one (with share_prefix)
 
 
 class HiddenCapture:
@@ -97,6 +100,42 @@ def _info_at(infos: dict, i: int) -> dict:
     key by key, so they are unpacked the same way)."""
     return {k: _info_at(v, i) if isinstance(v, dict) else v[i] for k, v in infos.items()
             if not k.startswith("_") and infos.get("_" + k, np.ones(i + 1, bool))[i]}
+
+
+@dataclass
+class CarriedCache:
+    """The KV cache one step's ``generate`` leaves, kept for the next step of the same envs: a compact
+    prompt repeats the previous step's prompt up to its instruction tail, so those tokens need not run
+    again. Cache columns that held the old tail, padding or the answer are masked out (a gapped mask, as
+    in ``agents.prefix``), so each row sees exactly its new prompt."""
+    cache: object                   # batched over ``envs``
+    envs: list                      # env index of each cache row
+    prompts: list                   # each row's prompt tokens
+    prompt_cols: torch.Tensor       # (rows, W) bool: the columns that hold each row's prompt, in order
+
+    def width(self) -> int:
+        return self.prompt_cols.shape[1]
+
+    def continue_with(self, envs: list, prompts: list):
+        """Cache, (N, W) mask of the cached columns each new prompt reuses, and each prompt's new tokens."""
+        where = {e: k for k, e in enumerate(self.envs)}
+        if any(e not in where for e in envs):
+            raise ValueError(f"envs {sorted(set(envs) - set(where))} have no carried cache")
+        rows = [where[e] for e in envs]
+        cols = self.prompt_cols[rows]
+        keep = torch.zeros(cols.shape, dtype=torch.long)
+        suffixes = []
+        for k, (r, p) in enumerate(zip(rows, prompts)):
+            shared = min(common_prefix_len([p, self.prompts[r]]), len(p) - 1)   # one token left to feed
+            keep[k, torch.nonzero(cols[k])[:shared, 0]] = 1
+            suffixes.append(p[shared:])
+        self.cache.batch_select_indices(torch.tensor(rows, device=_cache_device(self.cache)))
+        return self.cache, keep, suffixes
+
+
+def _cache_device(cache):
+    layer = cache.layers[0] if hasattr(cache, "layers") else None
+    return layer.keys.device if layer is not None and getattr(layer, "keys", None) is not None else "cpu"
 
 
 @dataclass
@@ -162,18 +201,30 @@ class RolloutCollector:
         return ids
 
     @torch.no_grad()
-    def generate(self, texts: list[str], keys: list | None = None):
+    def generate(self, texts: list[str], keys: list | None = None, carried: CarriedCache | None = None,
+                 envs: list | None = None):
         """One batched generate. Rows with equal ``keys`` (same task) share their common prompt prefix's
-        forward when ``share_prefix`` is on. Returns (prompt ids, response ids, logprobs, texts, emb)."""
+        forward when ``share_prefix`` is on; with ``carried`` (the previous step's cache of ``envs``) each
+        row runs only the tokens its prompt adds. Returns (prompt ids, response ids, logprobs, texts, emb,
+        the cache to carry to the next step or None)."""
         dev = next(self.model.parameters()).device
         prompts, extra = self._prompt_ids(texts), {}
-        if self.s.share_prefix and keys is not None:
+        pad = self.tok.pad_token_id
+        if carried is not None and carried.width() > 2 * max(map(len, prompts)) + self.s.max_new_tokens:
+            carried = None      # mostly stale columns (prompts that share little): start afresh, bound memory
+        if carried is not None:
+            cache, cached_mask, suffixes = carried.continue_with(envs, prompts)
+            ids, mask = left_pad(suffixes, pad)
+            extra = {cache_kwarg(self.model): cache}
+            ids = torch.cat([torch.full(cached_mask.shape, pad, dtype=torch.long), ids], 1)
+            mask = torch.cat([cached_mask, mask], 1)
+        elif self.s.share_prefix and keys is not None:
             # each key's common prefix runs once here; generate() continues from its cache
-            split = split_prompts(prompts, keys, self.tok.pad_token_id)
+            split = split_prompts(prompts, keys, pad)
             extra = {cache_kwarg(self.model): prefill(self.model, split)}
             ids, mask = split.full()
         else:
-            ids, mask = left_pad(prompts, self.tok.pad_token_id)
+            ids, mask = left_pad(prompts, pad)
         ids, mask = ids.to(dev), mask.to(dev)
         if self.capture is not None:
             self.capture.arm()       # after the prefix pass: the hook must see the last prompt token's pass
@@ -185,6 +236,12 @@ class RolloutCollector:
             eos_token_id=self.stop_ids, pad_token_id=self.tok.pad_token_id, use_cache=True,
             return_dict_in_generate=True, output_logits=self.s.logprobs)
         P = ids.shape[1]
+        carry = None
+        if self.s.share_prefix and self.s.carry_cache and envs is not None:
+            cache = output_cache(out)
+            cols = torch.zeros((len(texts), cache.get_seq_length()), dtype=torch.bool)
+            cols[:, :P] = mask.bool().cpu()           # the answer's columns are not part of the next prompt
+            carry = CarriedCache(cache, list(envs), prompts, cols)
         resp = out.sequences[:, P:]
         stop = torch.isin(resp, torch.tensor(self.stop_ids, device=resp.device))
         keep = (torch.cumsum(stop.int(), 1) - stop.int()) == 0          # up to and including the first stop
@@ -200,12 +257,12 @@ class RolloutCollector:
             t0 = time.perf_counter()
             emb = torch.nn.functional.normalize(self.capture.value, dim=-1).cpu().numpy().astype(np.float32)
             self.capture.seconds += time.perf_counter() - t0
-        p_ids = [ids[r][mask[r].bool()].cpu() for r in range(len(texts))]
+        p_ids = prompts
         r_ids = [resp[r, :lengths[r]].cpu() for r in range(len(texts))]
         r_lp = ([logps[r, :lengths[r]].cpu() for r in range(len(texts))] if logps is not None
                 else [None] * len(texts))
         r_txt = self.tok.batch_decode(r_ids, skip_special_tokens=True)
-        return p_ids, r_ids, r_lp, r_txt, emb
+        return p_ids, r_ids, r_lp, r_txt, emb, carry
 
     def collect(self, task_ids, seeds, group_ids, traj_ids=None) -> Rollout:
         """Run every env to the end of its episode. ``task_ids``/``seeds``/``group_ids``: one per env."""
@@ -227,7 +284,7 @@ class RolloutCollector:
         success, ret, length = np.zeros(n, bool), np.zeros(n), np.zeros(n, int)
         rows = {k: [] for k in ("env", "step", "reward", "valid", "anchor", "key", "emb")}
         ro = Rollout(batch=None)
-        gen_s = 0.0
+        gen_s, carried = 0.0, None
         for t in range(self.s.max_steps):
             idx = np.flatnonzero(active)
             if idx.size == 0:
@@ -235,7 +292,8 @@ class RolloutCollector:
             texts = [self.tok.apply_chat_template(self.prompter.messages(i, cur_obs[i], cur_info[i]),
                                                   tokenize=False, add_generation_prompt=True) for i in idx]
             t1 = time.perf_counter()
-            p_ids, r_ids, r_lp, r_txt, emb = self.generate(texts, [prefix_keys[i] for i in idx])
+            p_ids, r_ids, r_lp, r_txt, emb, carried = self.generate(texts, [prefix_keys[i] for i in idx],
+                                                                    carried, idx.tolist())
             gen_s += time.perf_counter() - t1
             actions = [""] * n
             valid = {}

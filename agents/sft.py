@@ -105,8 +105,9 @@ def sft(model, tokenizer, examples: list[SftExample], steps: int, lr: float, bat
     steps of about ``batch`` examples each (epochs over length buckets in random order). ``augment(rng,
     prompt, response)`` rewrites an example with probability ``augment_prob`` each time it is drawn.
     ``probes`` ({name: examples}) adds each set's ``step_accuracy`` to the ten progress lines. With
-    ``share_prefix`` a batch holds neighbouring steps of few tasks, whose common prompt prefix runs once
-    (``agents.prefix``): the same loss for far fewer tokens when prompts are mostly task text."""
+    ``share_prefix`` a batch holds neighbouring steps of few tasks, whose common prompt prefix and shared
+    history run once (``agents.prefix``): the same loss for far fewer tokens when prompts are mostly task
+    text."""
     params = [p for p in model.parameters() if p.requires_grad]
     opt = torch.optim.AdamW(params, lr=lr, weight_decay=0.0)
     warm = max(1, steps // 20)     # linear warm-up, then cosine decay to 10% of lr
@@ -138,7 +139,8 @@ def sft(model, tokenizer, examples: list[SftExample], steps: int, lr: float, bat
                 if share_prefix else None)
         logp, _, mask = response_logprobs(model, [ids(e.prompt) for e in drawn],
                                           [ids(e.response) for e in drawn],
-                                          tokenizer.pad_token_id, with_entropy=False, keys=keys)
+                                          tokenizer.pad_token_id, with_entropy=False, keys=keys,
+                                          episodes=keys)     # a task's expert steps repeat its history
         loss = -(logp * mask).sum() / mask.sum()
         opt.zero_grad(set_to_none=True)
         loss.backward()

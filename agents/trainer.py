@@ -115,6 +115,7 @@ class Trainer:
         # None -> the estimator's own default; a bad option fails here, before any rollout
         self.mode = resolve_options(cfg.estimator, mode=cfg.mode, **cfg.estimator_options_dict()).mode
         check_loss_options(cfg.ratio_level, cfg.loss_agg, *cfg.clip_range())
+        cfg.episode_minibatches()      # raises on an unknown --minibatch-unit
         print(f"{cfg.estimator}: advantage normalisation {self.mode}"
               + (" (the estimator's default)" if cfg.mode is None else " (--mode)"))
         self.prompt_settings = PromptSettings(history_length=cfg.history_length,
@@ -177,7 +178,7 @@ class Trainer:
                                  do_sample=temp > 0, capture_hidden=c.capture_hidden and train,
                                  hidden_layer=c.hidden_layer or None, logprobs=train,
                                  require_think=self.prompt_settings.require_think, key_kind=c.key_kind,
-                                 share_prefix=c.share_prefix)
+                                 share_prefix=c.share_prefix, carry_cache=c.carry_cache and c.compact())
             n_eval = min(c.eval_tasks or len(self.eval_tasks), len(self.eval_tasks))
             n = c.batch_tasks * c.group_size if train else max(1, min(c.eval_batch, n_eval))
             self._collectors[kind] = RolloutCollector(
@@ -294,12 +295,36 @@ class Trainer:
         out, step = [], self.cfg.micro_batch_rows
         for s in range(0, len(rows), step):
             part = rows[s:s + step]
-            keys = [ro.prefix_keys[r] for r in part] if self.cfg.share_prefix and ro.prefix_keys else None
+            keys, episodes = self._prefix_groups(ro, part)
             lp, _, _ = response_logprobs(self.model, [ro.prompt_ids[r] for r in part],
                                          [ro.response_ids[r] for r in part], self.tok.pad_token_id,
-                                         self.cfg.temperature, with_entropy=False, keys=keys)
+                                         self.cfg.temperature, with_entropy=False, keys=keys,
+                                         episodes=episodes)
             out += [lp[k, :len(ro.response_ids[r])].cpu() for k, r in enumerate(part)]
         return out
+
+    def _sharing(self, ro) -> bool:
+        # the shared-prefix forward hands a KV cache between two calls, which gradient checkpointing drops
+        c = self.cfg
+        return c.share_prefix and not c.gradient_checkpointing and len(ro.prefix_keys) == len(ro.prompt_ids)
+
+    def _prefix_groups(self, ro, rows) -> tuple:
+        """Per-row task keys and episode ids for the shared-prefix forward (None, None: plain forward)."""
+        if not self._sharing(ro):
+            return None, None
+        # an episode's history runs once only where its rows share micro-batches (episode mini-batches)
+        by_episode = self.cfg.episode_minibatches() and ro.env_index is not None
+        return [ro.prefix_keys[r] for r in rows], [int(ro.env_index[r]) for r in rows] if by_episode else None
+
+    def _shuffled_rows(self, ro, rows_all: np.ndarray, rng) -> np.ndarray:
+        """The rows in the order mini-batches take them: shuffled, or shuffled by whole episodes."""
+        if not self.cfg.episode_minibatches() or ro.env_index is None:
+            return rows_all[rng.permutation(len(rows_all))]
+        episode = ro.env_index[rows_all]
+        ids = np.unique(episode)
+        rank = np.empty(ids.max() + 1 if len(ids) else 0, dtype=np.int64)
+        rank[ids] = rng.permutation(len(ids))
+        return rows_all[np.argsort(rank[episode], kind="stable")]     # an episode's rows stay in step order
 
     def update(self, ro, adv: np.ndarray, rng) -> dict:
         c = self.cfg
@@ -308,8 +333,8 @@ class Trainer:
         rows_all = np.flatnonzero(lengths > 0)      # a zero-length answer has no token to train
         if c.skip_zero_adv:
             rows_all = rows_all[adv[rows_all] != 0]
-        # the shared-prefix forward hands a KV cache between two calls, which gradient checkpointing drops
-        share = c.share_prefix and not c.gradient_checkpointing and len(ro.prefix_keys) == len(ro.prompt_ids)
+        share = self._sharing(ro)
+        by_episode = c.episode_minibatches() and ro.env_index is not None
         key_code = np.unique([str(k) for k in ro.prefix_keys], return_inverse=True)[1] if share else None
         mini = c.mini_batch_rows or max(1, len(rows_all))   # an empty update (all rows skipped) is fine
         sums = {"loss": 0.0, "pg_loss": 0.0, "kl": 0.0, "entropy": 0.0, "clipfrac": 0.0}
@@ -317,23 +342,24 @@ class Trainer:
         old_all = self._old_logprobs(ro)
         self.model.train()
         for _ in range(c.ppo_epochs):
-            order = rows_all[rng.permutation(len(rows_all))]
+            order = self._shuffled_rows(ro, rows_all, rng)
             for s in range(0, len(order), mini):
                 mb = order[s:s + mini]
                 T = float(lengths[mb].sum())
                 self.optimizer.zero_grad(set_to_none=True)
-                # micro-batches of one task share its prompt prefix, and of similar length pad less; the
-                # token-mean is over the whole mini-batch either way
-                mb_sorted = mb[np.lexsort(([len(ro.prompt_ids[r]) + lengths[r] for r in mb],
-                                           key_code[mb] if share else np.zeros(len(mb))))]
+                # micro-batches of one task share its prompt prefix, of one episode its history, and of
+                # similar length pad less; the token-mean is over the whole mini-batch either way
+                by_length = [len(ro.prompt_ids[r]) + lengths[r] for r in mb]
+                mb_sorted = mb[np.lexsort((mb, ro.env_index[mb], key_code[mb])) if by_episode and share
+                               else np.lexsort((by_length, key_code[mb] if share else np.zeros(len(mb))))]
                 for m0 in range(0, len(mb), c.micro_batch_rows):
                     rows = mb_sorted[m0:m0 + c.micro_batch_rows]
                     old = [old_all[r] for r in rows]
                     p_ids = [ro.prompt_ids[r] for r in rows]
                     r_ids = [ro.response_ids[r] for r in rows]
-                    row_keys = [ro.prefix_keys[r] for r in rows] if share else None
+                    row_keys, row_episodes = self._prefix_groups(ro, rows)
                     logp, ent, mask = response_logprobs(self.model, p_ids, r_ids, self.tok.pad_token_id,
-                                                        c.temperature, keys=row_keys)
+                                                        c.temperature, keys=row_keys, episodes=row_episodes)
                     old_t = torch.zeros_like(logp)
                     for k, o in enumerate(old):
                         old_t[k, :len(o)] = o.to(dev)
@@ -343,7 +369,8 @@ class Trainer:
                     if c.kl_coef > 0:
                         with torch.no_grad(), self.model.disable_adapter():
                             ref, _, _ = response_logprobs(self.model, p_ids, r_ids, self.tok.pad_token_id,
-                                                          c.temperature, with_entropy=False, keys=row_keys)
+                                                          c.temperature, with_entropy=False, keys=row_keys,
+                                                          episodes=row_episodes)
                     t = ppo_terms(logp, old_t, adv_t, mask, ref, *c.clip_range(), c.dual_clip, c.ratio_level)
                     pg = agg_loss(t["pg"], mask, c.loss_agg, T, len(mb))
                     ent = agg_loss(ent, mask, c.loss_agg, T, len(mb))

@@ -10,9 +10,12 @@ rows, for each model and each prompt/forward variant.
 Variants: ``verbose`` = verl-agent's full prompt template, every prompt run whole (the trainer before
 compact prompts and prefix sharing); ``compact`` = the small-model template; ``compact+shared`` = that
 template with each task's common prompt prefix run once (``agents/prefix.py``), in the rollout and in
-the update; ``,kl0`` adds ``kl_coef=0`` (no adapter-free reference forward in the update) and
-``,topN`` (any N, e.g. ``,top8``) ``lora_layers=N`` (LoRA and the backward pass on the top N blocks
-only); each of those is compared with the first variant given. Token rates count every prompt and
+the update, each episode's history once per micro-batch of the update (mini-batches of whole episodes)
+and each env's KV cache carried from one rollout step to the next. Modifiers: ``,kl0`` adds
+``kl_coef=0`` (no adapter-free reference forward in the update), ``,topN`` (any N, e.g. ``,top8``)
+``lora_layers=N`` (LoRA and the backward pass on the top N blocks only), ``,rows`` shuffles rows, not
+episodes, into mini-batches (no history sharing in the update) and ``,nocarry`` runs every rollout prompt
+afresh; a variant with modifiers is compared with the first variant given. Token rates count every prompt and
 response token a plain forward would process, so a variant that skips work shows a higher rate.
 ``drift`` is how far the update moved the policy on the rows it trained (mean |log-ratio| per token
 over ``--drift-rows`` rows): fewer adapted blocks move it less at the same learning rate (``--lr``),
@@ -36,11 +39,16 @@ VARIANTS = {
     "compact+shared": dict(compact_prompts="yes", share_prefix=True),
 }
 
+MODIFIERS = {
+    "kl0": dict(kl_coef=0.0),                 # no adapter-free reference forward for the KL term
+    "rows": dict(minibatch_unit="row"),       # row mini-batches: no episode history shared in the update
+    "nocarry": dict(carry_cache=False),       # every rollout prompt runs afresh (its task prefix shared)
+}
+
 
 def variant_settings(name: str) -> dict:
-    """TrainConfig fields of a variant: a base of ``VARIANTS`` plus modifiers that make the update cheaper
-    on the same rollout (``,kl0``: no reference forward for the KL term; ``,topN``: LoRA, and so the
-    backward pass, on the top N decoder blocks only)."""
+    """TrainConfig fields of a variant: a base of ``VARIANTS`` plus modifiers (``,topN``: LoRA, and so the
+    backward pass, on the top N decoder blocks only; the others in ``MODIFIERS``)."""
     base, *mods = name.split(",")
     if base not in VARIANTS:
         raise argparse.ArgumentTypeError(f"variant {name!r}: the base must be one of {list(VARIANTS)}")
@@ -50,8 +58,11 @@ def variant_settings(name: str) -> dict:
             out["kl_coef"] = 0.0
         elif m.startswith("top") and m[3:].isdigit() and int(m[3:]) > 0:
             out["lora_layers"] = int(m[3:])
+        elif m in MODIFIERS:
+            out.update(MODIFIERS[m])
         else:
-            raise argparse.ArgumentTypeError(f"variant {name!r}: unknown modifier {m!r} (kl0 or topN)")
+            raise argparse.ArgumentTypeError(f"variant {name!r}: unknown modifier {m!r} "
+                                             f"(topN or one of {list(MODIFIERS)})")
     return out
 
 
@@ -94,7 +105,8 @@ def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--models", nargs="+", default=["smollm2-135m", "tiny"])
     ap.add_argument("--variants", nargs="+", default=["verbose", "compact", "compact+shared"], type=variant,
-                    help=f"a base ({', '.join(VARIANTS)}) with optional modifiers ,kl0 and ,topN")
+                    help=f"a base ({', '.join(VARIANTS)}) with optional modifiers ,topN and "
+                         f"{', '.join(',' + m for m in MODIFIERS)}")
     ap.add_argument("--tasks", type=int, default=4, help="B: tasks per rollout")
     ap.add_argument("--group-size", type=int, default=8, help="G: episodes per task")
     ap.add_argument("--max-steps", type=int, default=4)
@@ -139,11 +151,13 @@ def main(argv=None) -> None:
                   f"update {speed['update_s']:.2f}x faster")
         first = args.variants[0]
         for v in args.variants[1:]:
-            if "," in v:        # a cheaper update: against the first variant, which is timed beside it
+            if "," in v:        # against the first variant, which is timed beside it
                 # per token: the variants' rows can differ once their updates have moved the policies apart
-                ratio = (statistics.median(r["update_tok_s"] for r in results[(model, v)])
-                         / statistics.median(r["update_tok_s"] for r in results[(model, first)]))
-                print(f"{model}: {v} vs {first}: update {ratio:.2f}x the tokens/s")
+                ratio = {k: statistics.median(r[k] for r in results[(model, v)])
+                         / statistics.median(r[k] for r in results[(model, first)])
+                         for k in ("rollout_tok_s", "update_tok_s")}
+                print(f"{model}: {v} vs {first}: rollout {ratio['rollout_tok_s']:.2f}x, "
+                      f"update {ratio['update_tok_s']:.2f}x the tokens/s")
 
 
 if __name__ == "__main__":

@@ -3,7 +3,7 @@ import torch
 
 from agents.models import LoraSettings, add_lora, load_policy
 from agents.ppo import response_logits
-from agents.prefix import cache_kwarg, common_prefix_len, prefill, split_prompts
+from agents.prefix import cache_kwarg, common_prefix_len, prefill, split_prompts, split_spines
 
 
 def _prompts(tok):
@@ -45,6 +45,40 @@ def test_split_cuts_after_each_keys_common_prefix_and_keeps_a_token_per_row():
     assert [full[r][mask[r].bool()].tolist() for r in range(4)] == [a.tolist(), b.tolist(), a.tolist(), [7]]
 
 
+def _episode_prompts(tok):
+    """Compact-style prompts of three episodes (two of one task): each step appends an action line
+    before the same instruction tail. Returns prompts, answers, task keys and episode ids."""
+    head = ("<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n"
+            "<|im_start|>user\nGoal: craft stick.\ncraft 4 oak planks using 1 oak log\n")
+    tail = "Answer with one action.<|im_end|>\n<|im_start|>assistant\n"
+    lines = {0: ["get 1 oak log -> Got 1 oak log", "craft 4 oak planks using 1 oak log -> Crafted 4"],
+             1: ["get 2 oak log -> Got 2 oak log", "inventory -> oak log (2)", "get 1 stick -> Nope"],
+             2: ["look -> Nothing"]}
+    prompts, keys, episodes = [], [], []
+    for e, ls in lines.items():
+        task = head if e < 2 else head.replace("stick", "torch")
+        for t in range(len(ls) + 1):
+            text = task + ("".join(x + "\n" for x in ls[:t]) if t else "Your observation: start.\n") + tail
+            prompts.append(torch.tensor(tok(text, add_special_tokens=False)["input_ids"]))
+            keys.append("torch" if e == 2 else "stick")
+            episodes.append(e)
+    answers = [torch.tensor(tok(f"<action>get {k} oak log</action><|im_end|>"[:20 + 3 * k],
+                                add_special_tokens=False)["input_ids"]) for k in range(len(prompts))]
+    return prompts, answers, keys, episodes
+
+
+def test_episode_spines_cut_each_row_to_its_tail_and_keep_a_token():
+    a, b, c = torch.tensor([1, 2, 5, 6]), torch.tensor([1, 2, 3, 5, 6]), torch.tensor([1, 2, 3, 4, 5, 6])
+    split = split_prompts([a, b, c, c], ["x"] * 4, pad_id=0)
+    assert split.prefix_ids.tolist() == [[1, 2]]
+    spines = split_spines(split, [0, 0, 0, 1])
+    assert spines.spine_ids.tolist() == [[3, 4, 5], [3, 4, 5]]    # the longest suffix, cut where no row reads
+    assert spines.row_spine_len.tolist() == [0, 1, 3, 3]
+    assert [s.tolist() for s in spines.suffixes] == [[5, 6], [5, 6], [6], [6]]
+    # rows that share nothing past the task prefix: a spine would only add tokens
+    assert split_spines(split_prompts([a, torch.tensor([1, 2, 9, 9])], ["x", "x"], 0), [0, 0]) is None
+
+
 def test_shared_logits_and_gradients_equal_the_plain_forward():
     model, tok = _adapted()
     prompts, answers, keys = _prompts(tok)
@@ -62,6 +96,27 @@ def test_shared_logits_and_gradients_equal_the_plain_forward():
     assert grads[0].keys() == grads[1].keys()
     assert all(torch.allclose(grads[0][n], grads[1][n], atol=1e-5, rtol=1e-3) for n in grads[0])
     assert any(g.abs().sum() > 0 for g in grads[0].values())
+
+
+def test_episode_spines_give_the_plain_forwards_logits_and_gradients():
+    model, tok = _adapted()
+    prompts, answers, keys, episodes = _episode_prompts(tok)
+    assert split_spines(split_prompts(prompts, keys, tok.pad_token_id), episodes) is not None
+    model.train()
+    outs = []
+    # a wrong episode grouping (every row in one) must only share less, never change the numbers
+    for k, e in ((None, None), (keys, episodes), (keys, [0] * len(prompts))):
+        model.zero_grad(set_to_none=True)
+        logits, targets, mask = response_logits(model, prompts, answers, tok.pad_token_id, keys=k, episodes=e)
+        logp = logits.float().log_softmax(-1).gather(-1, targets[..., None])[..., 0]
+        (-(logp * mask).sum()).backward()
+        outs.append(((logp * mask).detach(),
+                     {n: p.grad.clone() for n, p in model.named_parameters() if p.requires_grad}))
+    (plain, g0), *shared = outs
+    assert any(g.abs().sum() > 0 for g in g0.values())
+    for logp, g in shared:
+        assert torch.allclose(plain, logp, atol=1e-4)
+        assert all(torch.allclose(g0[n], g[n], atol=1e-5, rtol=1e-3) for n in g0)
 
 
 @torch.no_grad()

@@ -4,7 +4,7 @@ import torch
 
 from agents.envs import reward_won
 from agents.prompts import PromptSettings, make_prompter
-from agents.rollout import RolloutCollector, RolloutSettings
+from agents.rollout import CarriedCache, RolloutCollector, RolloutSettings
 from agents.ppo import response_logprobs
 
 
@@ -44,13 +44,39 @@ def test_hidden_state_is_the_last_prompt_token_of_the_chosen_layer(tiny, fake_en
     col = _collector(tiny, fake_env_factory, hidden_layer=-2)
     texts = ["<|im_start|>user\nGoal: craft stick.<|im_end|>\n<|im_start|>assistant\n",
              "<|im_start|>user\nshort<|im_end|>\n<|im_start|>assistant\n"]
-    p_ids, _, _, _, emb = col.generate(texts)
+    p_ids, _, _, _, emb, _ = col.generate(texts)
     for k, p in enumerate(p_ids):
         with torch.no_grad():
             hs = model(input_ids=p[None], output_hidden_states=True).hidden_states[-2][0, -1]
         ref = torch.nn.functional.normalize(hs.float(), dim=0).numpy()
         assert np.allclose(emb[k], ref, atol=1e-4)
     col.close()
+
+
+def test_carried_cache_gives_the_rows_of_fresh_prompts(tiny, fake_env_factory, monkeypatch):
+    """Each step continuing from the env's previous KV cache (compact prompts only append) decodes the
+    same answers with the same log-probs and embeddings as running every prompt afresh."""
+    model, tok = tiny
+    reused = []
+    real = CarriedCache.continue_with
+    monkeypatch.setattr(CarriedCache, "continue_with",
+                        lambda self, envs, prompts: reused.append(len(envs)) or real(self, envs, prompts))
+    rows = []
+    for carry in (False, True):
+        rs = RolloutSettings(max_steps=3, max_new_tokens=6, require_think=False, do_sample=False,
+                             carry_cache=carry)
+        prompter = make_prompter("textcraft", PromptSettings(require_think=False, compact=True,
+                                                             history_length=3))
+        col = RolloutCollector(model, tok, fake_env_factory, 4, prompter, rs, reward_won)
+        rows.append(col.collect([0, 0, 5, 6], [3, 4, 4, 4], [7, 7, 8, 9]))
+        col.close()
+        assert bool(reused) == carry
+    fresh, carried = rows
+    assert max(fresh.batch.step_idx) >= 1 and sum(reused) == int((fresh.batch.step_idx > 0).sum())
+    assert [p.tolist() for p in fresh.prompt_ids] == [p.tolist() for p in carried.prompt_ids]
+    assert [r.tolist() for r in fresh.response_ids] == [r.tolist() for r in carried.response_ids]
+    assert all(torch.allclose(a, b, atol=1e-4) for a, b in zip(fresh.old_logprobs, carried.old_logprobs))
+    assert np.allclose(fresh.batch.embedding, carried.batch.embedding, atol=1e-4)
 
 
 def test_old_logprobs_match_a_fresh_forward(tiny, fake_env_factory):

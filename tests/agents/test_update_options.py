@@ -1,9 +1,11 @@
-"""Update-cost options: the shared-prefix update equals the plain one, zero-advantage rows can be left
-out, and LoRA can sit on the top blocks only."""
+"""Update-cost options: the shared-prefix update (task prefixes and episode histories run once) equals the
+plain one, mini-batches can hold whole episodes, zero-advantage rows can be left out, and LoRA can sit on
+the top blocks only."""
 import numpy as np
 import pytest
 import torch
 
+from agents.prefix import split_prompts, split_spines
 from test_trainer import _cfg, _trainer
 
 
@@ -22,9 +24,27 @@ def test_update_with_shared_prefixes_equals_the_plain_update(tmp_path):
     shared, ro, out_s, _ = _update(tmp_path / "a", adv, share_prefix=True)
     plain, _, out_p, _ = _update(tmp_path / "b", adv, share_prefix=False)
     assert len(set(ro.prefix_keys)) < len(ro.prefix_keys)         # rows really shared prefixes
+    longest = np.bincount(ro.env_index).argmax()                 # and an episode's rows its history
+    rows = np.flatnonzero(ro.env_index == longest)
+    split = split_prompts([ro.prompt_ids[r] for r in rows], [ro.prefix_keys[r] for r in rows], 0)
+    assert len(rows) > 1 and split_spines(split, [longest] * len(rows)) is not None
     assert out_s["loss"] == pytest.approx(out_p["loss"], rel=1e-4, abs=1e-6)
     for (n, a), (_, b) in zip(shared.model.named_parameters(), plain.model.named_parameters()):
         assert torch.allclose(a, b, atol=1e-4), n   # Adam at lr 1e-2 magnifies float-order noise
+
+
+def test_episode_minibatches_keep_each_episodes_rows_together_in_step_order(tmp_path):
+    tr = _trainer(_cfg(tmp_path))
+    assert tr.cfg.compact() and tr.cfg.episode_minibatches()     # auto: episodes with compact prompts
+    ro, rng = tr.rollout(1)
+    rows = np.arange(len(ro.response_ids))
+    order = tr._shuffled_rows(ro, rows, rng)
+    assert sorted(order.tolist()) == rows.tolist()
+    episode = ro.env_index[order]
+    assert np.count_nonzero(episode[1:] != episode[:-1]) == len(np.unique(episode)) - 1
+    assert all((np.diff(order[episode == e]) > 0).all() for e in np.unique(episode))
+    with pytest.raises(ValueError, match="minibatch_unit"):
+        _trainer(_cfg(tmp_path / "bad", minibatch_unit="step"))
 
 
 def test_zero_advantage_rows_can_be_left_out_of_the_update(tmp_path):
