@@ -128,7 +128,8 @@ class SpineSplit:
     An episode's later prompts repeat its earlier ones and add lines (compact prompts append one
     "action -> result" line per step before a fixed instruction tail), so the episode's longest prompt,
     its spine, holds most of every other row's prompt. The spine (after the task prefix) runs once per
-    episode; row r attends to the first ``row_spine[r]`` spine tokens and runs only the rest of its prompt.
+    episode; row r attends to the first ``row_spine_len[r]`` spine tokens and runs only the rest of its
+    prompt.
     """
     prompts: PromptSplit                # task prefixes (one per key); its suffixes are not used here
     spine_prefix: torch.Tensor          # (S,) the task prefix each spine continues

@@ -295,7 +295,7 @@ class Trainer:
         out, step = [], self.cfg.micro_batch_rows
         for s in range(0, len(rows), step):
             part = rows[s:s + step]
-            keys, episodes = self._prefix_groups(ro, part)
+            keys, episodes = self._prefix_groups(ro, part, grad=False)
             lp, _, _ = response_logprobs(self.model, [ro.prompt_ids[r] for r in part],
                                          [ro.response_ids[r] for r in part], self.tok.pad_token_id,
                                          self.cfg.temperature, with_entropy=False, keys=keys,
@@ -303,14 +303,15 @@ class Trainer:
             out += [lp[k, :len(ro.response_ids[r])].cpu() for k, r in enumerate(part)]
         return out
 
-    def _sharing(self, ro) -> bool:
+    def _sharing(self, ro, grad: bool = True) -> bool:
         # the shared-prefix forward hands a KV cache between two calls, which gradient checkpointing drops
         c = self.cfg
-        return c.share_prefix and not c.gradient_checkpointing and len(ro.prefix_keys) == len(ro.prompt_ids)
+        return (c.share_prefix and not (grad and c.gradient_checkpointing)
+                and len(ro.prefix_keys) == len(ro.prompt_ids))
 
-    def _prefix_groups(self, ro, rows) -> tuple:
+    def _prefix_groups(self, ro, rows, grad: bool = True) -> tuple:
         """Per-row task keys and episode ids for the shared-prefix forward (None, None: plain forward)."""
-        if not self._sharing(ro):
+        if not self._sharing(ro, grad):
             return None, None
         # an episode's history runs once only where its rows share micro-batches (episode mini-batches)
         by_episode = self.cfg.episode_minibatches() and ro.env_index is not None

@@ -28,8 +28,9 @@ sampled from all 290, half the iterations had no group with both a win and a los
 screened, 50-100% of the groups mixed. LoRA lr 5e-4: at 1e-4 the policy barely moved (KL <= 0.002).
 4 goals x G=8 at temperature 1.0 per iteration, 10 iterations (about 29 minutes here, the update
 two thirds of it). No invalid-format penalty (``--invalid-penalty``; see its help). Rows with zero
-advantage skip the update (``skip_zero_adv``); compact prompts with shared prefixes
-(``agents/prefix.py``) make a step cost its history, not its recipe list.
+advantage skip the update (``skip_zero_adv``); compact prompts with shared prefixes, episode histories
+and carried rollout caches (``agents/prefix.py``, ``agents/rollout.py``) make a step cost the line it
+adds, not its recipe list and history.
 RL cannot learn what the warm start never does: no policy won a held-out goal that needs two or more
 ingredients, before or after RL, and the screen kept almost no such training goal (the report's split
 by recipe shape; ``benchmarks/goal_probe.py`` plays chosen goals and shows lost
