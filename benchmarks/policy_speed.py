@@ -15,8 +15,8 @@ and each env's KV cache carried from one rollout step to the next. Modifiers: ``
 ``kl_coef=0`` (no adapter-free reference forward in the update), ``,topN`` (any N, e.g. ``,top8``)
 ``lora_layers=N`` (LoRA and the backward pass on the top N blocks only), ``,rows`` shuffles rows, not
 episodes, into mini-batches (no history sharing in the update) and ``,nocarry`` runs every rollout prompt
-afresh; a variant with modifiers is compared with the first variant given. Token rates count every prompt and
-response token a plain forward would process, so a variant that skips work shows a higher rate.
+afresh; a variant with modifiers is compared with the first variant given. Token rates count every prompt
+and response token a plain forward would process, so a variant that skips work shows a higher rate.
 ``drift`` is how far the update moved the policy on the rows it trained (mean |log-ratio| per token
 over ``--drift-rows`` rows): fewer adapted blocks move it less at the same learning rate (``--lr``),
 which a faster update has to make up. Medians over ``--repeats`` interleaved repeats (the first round
@@ -54,9 +54,7 @@ def variant_settings(name: str) -> dict:
         raise argparse.ArgumentTypeError(f"variant {name!r}: the base must be one of {list(VARIANTS)}")
     out = dict(VARIANTS[base])
     for m in mods:
-        if m == "kl0":
-            out["kl_coef"] = 0.0
-        elif m.startswith("top") and m[3:].isdigit() and int(m[3:]) > 0:
+        if m.startswith("top") and m[3:].isdigit() and int(m[3:]) > 0:
             out["lora_layers"] = int(m[3:])
         elif m in MODIFIERS:
             out.update(MODIFIERS[m])
