@@ -116,7 +116,7 @@ class CarriedCache:
     def width(self) -> int:
         return self.prompt_cols.shape[1]
 
-    def continue_with(self, envs: list, prompts: list):
+    def continue_with(self, envs: list, prompts: list, device):
         """Cache, (N, W) mask of the cached columns each new prompt reuses, and each prompt's new tokens."""
         where = {e: k for k, e in enumerate(self.envs)}
         if any(e not in where for e in envs):
@@ -129,13 +129,8 @@ class CarriedCache:
             shared = min(common_prefix_len([p, self.prompts[r]]), len(p) - 1)   # one token left to feed
             keep[k, torch.nonzero(cols[k])[:shared, 0]] = 1
             suffixes.append(p[shared:])
-        self.cache.batch_select_indices(torch.tensor(rows, device=_cache_device(self.cache)))
+        self.cache.batch_select_indices(torch.tensor(rows, device=device))
         return self.cache, keep, suffixes
-
-
-def _cache_device(cache):
-    layer = cache.layers[0] if hasattr(cache, "layers") else None
-    return layer.keys.device if layer is not None and getattr(layer, "keys", None) is not None else "cpu"
 
 
 @dataclass
@@ -213,7 +208,7 @@ class RolloutCollector:
         if carried is not None and carried.width() > 2 * max(map(len, prompts)) + self.s.max_new_tokens:
             carried = None      # mostly stale columns (prompts that share little): start afresh, bound memory
         if carried is not None:
-            cache, cached_mask, suffixes = carried.continue_with(envs, prompts)
+            cache, cached_mask, suffixes = carried.continue_with(envs, prompts, dev)
             ids, mask = left_pad(suffixes, pad)
             extra = {cache_kwarg(self.model): cache}
             ids = torch.cat([torch.full(cached_mask.shape, pad, dtype=torch.long), ids], 1)

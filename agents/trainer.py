@@ -309,17 +309,21 @@ class Trainer:
         return (c.share_prefix and not (grad and c.gradient_checkpointing)
                 and len(ro.prefix_keys) == len(ro.prompt_ids))
 
+    def _by_episode(self, ro) -> bool:
+        """Mini-batches of whole episodes (their rows' env ids known), whose histories can run once."""
+        return self.cfg.episode_minibatches() and ro.env_index is not None
+
     def _prefix_groups(self, ro, rows, grad: bool = True) -> tuple:
         """Per-row task keys and episode ids for the shared-prefix forward (None, None: plain forward)."""
         if not self._sharing(ro, grad):
             return None, None
         # an episode's history runs once only where its rows share micro-batches (episode mini-batches)
-        by_episode = self.cfg.episode_minibatches() and ro.env_index is not None
-        return [ro.prefix_keys[r] for r in rows], [int(ro.env_index[r]) for r in rows] if by_episode else None
+        episodes = [int(ro.env_index[r]) for r in rows] if self._by_episode(ro) else None
+        return [ro.prefix_keys[r] for r in rows], episodes
 
     def _shuffled_rows(self, ro, rows_all: np.ndarray, rng) -> np.ndarray:
         """The rows in the order mini-batches take them: shuffled, or shuffled by whole episodes."""
-        if not self.cfg.episode_minibatches() or ro.env_index is None:
+        if not self._by_episode(ro):
             return rows_all[rng.permutation(len(rows_all))]
         episode = ro.env_index[rows_all]
         ids = np.unique(episode)
@@ -335,7 +339,7 @@ class Trainer:
         if c.skip_zero_adv:
             rows_all = rows_all[adv[rows_all] != 0]
         share = self._sharing(ro)
-        by_episode = c.episode_minibatches() and ro.env_index is not None
+        by_episode = self._by_episode(ro)
         key_code = np.unique([str(k) for k in ro.prefix_keys], return_inverse=True)[1] if share else None
         mini = c.mini_batch_rows or max(1, len(rows_all))   # an empty update (all rows skipped) is fine
         sums = {"loss": 0.0, "pg_loss": 0.0, "kl": 0.0, "entropy": 0.0, "clipfrac": 0.0}

@@ -59,8 +59,12 @@ def test_carried_cache_gives_the_rows_of_fresh_prompts(tiny, fake_env_factory, m
     model, tok = tiny
     reused = []
     real = CarriedCache.continue_with
-    monkeypatch.setattr(CarriedCache, "continue_with",
-                        lambda self, envs, prompts: reused.append(len(envs)) or real(self, envs, prompts))
+
+    def spy(self, envs, prompts, device):
+        reused.append(len(envs))
+        return real(self, envs, prompts, device)
+
+    monkeypatch.setattr(CarriedCache, "continue_with", spy)
     rows = []
     for carry in (False, True):
         rs = RolloutSettings(max_steps=3, max_new_tokens=6, require_think=False, do_sample=False,
