@@ -5,6 +5,7 @@ episodes mixed wins and losses (a G-episode group of a goal that is never won, o
 
     python benchmarks/goal_probe.py --model runs/table/warm_start --split train --depths 1 --repeats 8
     python benchmarks/goal_probe.py --model runs/table/warm_start --split test --min-ingredients 2
+    python benchmarks/goal_probe.py --run runs/table/grpo_seed0 --split test --min-ingredients 2   # after RL
 
 Settings (max steps, history, prompts) default to ``benchmarks/train_table.py``'s depth-1 table; pass
 that table's values if it ran with others.
@@ -43,13 +44,16 @@ def probe(args, shapes: dict) -> dict:
     if not goals:
         raise SystemExit(f"no {args.split} goal of depths {args.depths} has {args.min_ingredients}-"
                          f"{args.max_ingredients} ingredients; widen --min/--max-ingredients")
-    cfg = TrainConfig(model=args.model, env="textcraft", env_kwargs=env_kwargs, max_steps=args.max_steps,
+    model, lora = run_policy(args.run) if args.run else (args.model, {})
+    cfg = TrainConfig(model=model, **lora, env="textcraft", env_kwargs=env_kwargs, max_steps=args.max_steps,
                       history_length=args.history_length, require_think="no", compact_prompts="yes",
                       max_new_tokens=args.max_new_tokens, threads=args.threads, progress=False,
                       eval_split=args.split, eval_tasks=0, eval_batch=args.batch,
                       eval_temperature=args.temperature, out_dir=str(args.out), tensorboard=False)
     tasks = [g for g in goals for _ in range(args.repeats)]
     tr = Trainer(cfg, train_tasks=goals, eval_tasks=tasks)     # eval_tasks sizes the batch
+    if args.run:
+        load_run_adapter(tr.model, args.run)
     col = tr.collector("eval")
     seen: dict = {}
     t0 = time.perf_counter()
@@ -66,6 +70,31 @@ def probe(args, shapes: dict) -> dict:
         print(f"  {min(start + col.n, len(tasks))}/{len(tasks)} episodes, {time.perf_counter() - t0:.0f}s",
               flush=True)
     return seen
+
+
+def run_policy(run: Path) -> tuple[str, dict]:
+    """A finished RL run's base policy and LoRA shape (its ``config.json``), so its ``adapter/`` loads onto
+    the same modules; raises SystemExit naming what is missing."""
+    need = [run / "config.json", run / "adapter" / "adapter_model.safetensors"]
+    missing = [str(p) for p in need if not p.exists()]
+    if missing:
+        raise SystemExit(f"--run {run}: missing {', '.join(missing)}; pass the folder of a finished RL run "
+                         "(e.g. a train_table run such as runs/table/grpo_seed0)")
+    cfg = json.loads(need[0].read_text())
+    lora = {k: cfg[k] for k in ("lora_rank", "lora_alpha", "lora_mlp", "lora_layers") if k in cfg}
+    return cfg["model"], lora
+
+
+def load_run_adapter(model, run: Path) -> None:
+    """Puts a finished run's trained LoRA weights into ``model`` (a peft model of the same LoRA shape)."""
+    from peft import set_peft_model_state_dict
+    from safetensors.torch import load_file
+    dev = next(model.parameters()).device
+    result = set_peft_model_state_dict(model, load_file(str(run / "adapter" / "adapter_model.safetensors"),
+                                                        device=str(dev)))
+    if getattr(result, "unexpected_keys", None):
+        raise SystemExit(f"--run {run}: its adapter has weights this model lacks "
+                         f"({result.unexpected_keys[:3]} ...); was it trained on another base policy?")
 
 
 def report(seen: dict, shapes: dict, repeats: int, show: int) -> str:
@@ -91,7 +120,9 @@ def report(seen: dict, shapes: dict, repeats: int, show: int) -> str:
 
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--model", required=True, help="a preset (smollm2-135m) or a folder, e.g. a warm start")
+    ap.add_argument("--model", help="a preset (smollm2-135m) or a folder, e.g. a warm start")
+    ap.add_argument("--run", type=Path,
+                    help="a finished RL run's folder: plays its policy (the run's --model plus its adapter)")
     ap.add_argument("--split", default="train", choices=["train", "test"])
     ap.add_argument("--depths", type=int, nargs="+", default=[1])
     ap.add_argument("--min-ingredients", type=int, default=1)
@@ -114,6 +145,10 @@ def main(argv=None) -> None:
     args = ap.parse_args(argv)
     if args.repeats < 1 or args.min_ingredients > args.max_ingredients:
         ap.error("--repeats must be >= 1 and --min-ingredients <= --max-ingredients")
+    if (args.model is None) == (args.run is None):
+        ap.error("pass exactly one of --model (a base policy) and --run (an RL run's folder)")
+    if args.run:
+        run_policy(args.run)       # a clear error before the goals are played
     shapes = textcraft_shapes()
     seen = probe(args, shapes)
     if args.json:

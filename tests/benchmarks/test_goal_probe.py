@@ -48,3 +48,43 @@ def test_probe_plays_the_repeats_of_goals_of_the_chosen_shape(tmp_path, capsys, 
 def test_a_shape_no_goal_has_is_refused_with_what_to_change(tmp_path, keep_torch_threads):
     with pytest.raises(SystemExit, match="has 9-9 ingredients; widen --min/--max-ingredients"):
         goal_probe.main(TINY + ["--min-ingredients", "9", "--out", str(tmp_path)])
+
+
+def _lora_tiny(top_layers: int):
+    from agents.models import LoraSettings, add_lora, load_policy
+    model, _ = load_policy("tiny")
+    return add_lora(model, LoraSettings(rank=4, alpha=8, top_layers=top_layers))
+
+
+def test_a_runs_trained_adapter_is_loaded_into_a_fresh_policy_of_its_shape(tmp_path):
+    import torch
+    run = tmp_path / "grpo_seed0"
+    trained = _lora_tiny(top_layers=1)
+    with torch.no_grad():
+        for name, p in trained.named_parameters():
+            if "lora_B" in name:
+                p.normal_()                       # fresh LoRA B is zero: make the adapter do something
+    trained.save_pretrained(run / "adapter")
+    (run / "config.json").write_text(json.dumps({"model": "tiny", "lora_rank": 4, "lora_alpha": 8,
+                                                 "lora_mlp": False, "lora_layers": 1, "env": "textcraft"}))
+    assert goal_probe.run_policy(run) == ("tiny", {"lora_rank": 4, "lora_alpha": 8, "lora_mlp": False,
+                                                   "lora_layers": 1})
+    fresh = _lora_tiny(top_layers=1)
+    lora_b = {n: p for n, p in fresh.named_parameters() if "lora_B" in n}
+    assert lora_b and all(float(p.detach().abs().sum()) == 0 for p in lora_b.values())
+    goal_probe.load_run_adapter(fresh, run)
+    want = dict(trained.named_parameters())
+    for name, p in lora_b.items():
+        assert torch.equal(p, want[name])
+    everywhere = tmp_path / "all_layers"
+    _lora_tiny(top_layers=0).save_pretrained(everywhere / "adapter")
+    with pytest.raises(SystemExit, match="adapter has weights this model lacks"):
+        goal_probe.load_run_adapter(_lora_tiny(top_layers=1), everywhere)    # LoRA on fewer blocks
+
+
+def test_run_without_an_adapter_is_refused_with_what_to_pass(tmp_path):
+    (tmp_path / "config.json").write_text("{}")
+    with pytest.raises(SystemExit, match=r"adapter_model.safetensors; pass the folder of a finished"):
+        goal_probe.main(["--run", str(tmp_path)])
+    with pytest.raises(SystemExit):
+        goal_probe.main(["--run", str(tmp_path), "--model", "tiny"])      # exactly one of the two
