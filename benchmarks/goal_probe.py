@@ -8,7 +8,8 @@ episodes mixed wins and losses (a G-episode group of a goal that is never won, o
     python benchmarks/goal_probe.py --run runs/table/grpo_seed0 --split test --min-ingredients 2   # after RL
 
 Settings (max steps, history, prompts) default to ``benchmarks/train_table.py``'s depth-1 table; pass
-that table's values if it ran with others.
+that table's values if it ran with others. With ``--run`` they come from the run's ``config.json``, so
+the policy plays the prompts it was trained on.
 """
 from __future__ import annotations
 
@@ -47,7 +48,8 @@ def probe(args, shapes: dict) -> dict:
     model, lora = run_policy(args.run) if args.run else (args.model, {})
     cfg = TrainConfig(model=model, **lora, env="textcraft", env_kwargs=env_kwargs, max_steps=args.max_steps,
                       history_length=args.history_length, require_think="no", compact_prompts="yes",
-                      max_new_tokens=args.max_new_tokens, threads=args.threads, progress=False,
+                      max_new_tokens=args.max_new_tokens, show_admissible=args.show_admissible,
+                      threads=args.threads, progress=False,
                       eval_split=args.split, eval_tasks=0, eval_batch=args.batch,
                       eval_temperature=args.temperature, out_dir=str(args.out), tensorboard=False)
     tasks = [g for g in goals for _ in range(args.repeats)]
@@ -83,6 +85,26 @@ def run_policy(run: Path) -> tuple[str, dict]:
     cfg = json.loads(need[0].read_text())
     lora = {k: cfg[k] for k in ("lora_rank", "lora_alpha", "lora_mlp", "lora_layers") if k in cfg}
     return cfg["model"], lora
+
+
+# what shapes a policy's prompts and episodes: a run is played with its own values
+RUN_SETTINGS = ("max_steps", "history_length", "max_new_tokens", "show_admissible")
+
+
+def use_run_settings(args, ap) -> None:
+    """Sets ``args``' prompt and episode settings to the run's (``RUN_SETTINGS``, and the goal depths of its
+    env); an explicit flag that disagrees with the run is an error."""
+    cfg = json.loads((args.run / "config.json").read_text())
+    run = {k: cfg[k] for k in RUN_SETTINGS if k in cfg}
+    depths = json.loads(cfg.get("env_kwargs") or "{}").get("depths")
+    if depths:
+        run["depths"] = list(depths)
+    for key, value in run.items():
+        given = getattr(args, key)
+        if given != ap.get_default(key) and given != value:
+            ap.error(f"--{key.replace('_', '-')} {given} differs from the run's {value} "
+                     f"({args.run}/config.json); drop the flag to play the run as it was trained")
+        setattr(args, key, value)
 
 
 def load_run_adapter(model, run: Path) -> None:
@@ -133,6 +155,8 @@ def main(argv=None) -> None:
     ap.add_argument("--max-steps", type=int, default=6)
     ap.add_argument("--history-length", type=int, default=6)
     ap.add_argument("--max-new-tokens", type=int, default=32)
+    ap.add_argument("--show-admissible", action=argparse.BooleanOptionalAction, default=False,
+                    help="list the admissible actions in the prompt (off, as in train_table)")
     ap.add_argument("--batch", type=int, default=32, help="episodes played together")
     ap.add_argument("--seed", type=int, default=5000, help="first env and decoding seed")
     ap.add_argument("--threads", type=int, default=2)
@@ -149,6 +173,7 @@ def main(argv=None) -> None:
         ap.error("pass exactly one of --model (a base policy) and --run (an RL run's folder)")
     if args.run:
         run_policy(args.run)       # a clear error before the goals are played
+        use_run_settings(args, ap)
     shapes = textcraft_shapes()
     seen = probe(args, shapes)
     if args.json:

@@ -43,6 +43,8 @@ def test_probe_plays_the_repeats_of_goals_of_the_chosen_shape(tmp_path, capsys, 
         if not all(rec["won"]):
             assert 1 <= len(rec["lost"]) <= 2         # a lost episode ran to max_steps
     assert "2 ingredient(s):   2 goals" in capsys.readouterr().out
+    played = json.loads((tmp_path / "scratch" / "config.json").read_text())
+    assert played["show_admissible"] is False and played["max_steps"] == 2    # train_table's prompts
 
 
 def test_a_shape_no_goal_has_is_refused_with_what_to_change(tmp_path, keep_torch_threads):
@@ -88,3 +90,28 @@ def test_run_without_an_adapter_is_refused_with_what_to_pass(tmp_path):
         goal_probe.main(["--run", str(tmp_path)])
     with pytest.raises(SystemExit):
         goal_probe.main(["--run", str(tmp_path), "--model", "tiny"])      # exactly one of the two
+
+
+def test_a_run_is_played_with_its_own_prompt_and_episode_settings(tmp_path):
+    import argparse
+    (tmp_path / "config.json").write_text(json.dumps({
+        "model": "tiny", "max_steps": 4, "history_length": 3, "max_new_tokens": 20, "show_admissible": True,
+        "env_kwargs": json.dumps({"preset": "agentgym", "depths": [1, 2]})}))
+    ap = argparse.ArgumentParser()
+    for flag, default in (("--max-steps", 6), ("--history-length", 6), ("--max-new-tokens", 32)):
+        ap.add_argument(flag, type=int, default=default)
+    ap.add_argument("--depths", type=int, nargs="+", default=[1])
+    ap.add_argument("--show-admissible", action=argparse.BooleanOptionalAction, default=False)
+    args = ap.parse_args([])
+    args.run = tmp_path
+    goal_probe.use_run_settings(args, ap)
+    assert (args.max_steps, args.history_length, args.max_new_tokens, args.show_admissible, args.depths) == \
+        (4, 3, 20, True, [1, 2])
+    clash = ap.parse_args(["--max-steps", "8"])
+    clash.run = tmp_path
+    with pytest.raises(SystemExit):
+        goal_probe.use_run_settings(clash, ap)           # --max-steps 8 against the run's 4
+    agree = ap.parse_args(["--max-steps", "4"])
+    agree.run = tmp_path
+    goal_probe.use_run_settings(agree, ap)
+    assert agree.max_steps == 4
