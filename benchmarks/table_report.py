@@ -134,13 +134,15 @@ def load_table(out: Path, estimators: list[str], seeds: list[int], iterations: i
     table = Table(warm, None, screen=(_read(out / "screen.json") or {}).get("by_task"))
     settings = _read(out / "table_settings.json") or {}
     chosen, minimum = settings.get("train_goals"), settings.get("min_ingredients", 1)
+    simpler = settings.get("also_simpler", 0)
     if chosen:     # --train-goals replaced the screen: mark those goals among the screened (or alone)
         table.screen = {g: [int(g in chosen), 1] for g in table.screen or chosen}
         table.trained_on = "the goals of --train-goals"
     elif table.screen and minimum > 1:
-        chosen = screen_choice(table.screen, minimum)
+        chosen = screen_choice(table.screen, minimum, simpler)
         table.screen = {g: [int(g in chosen), 1] for g in table.screen}
-        table.trained_on = f"the training goals of {minimum}+ ingredients the warm start won in the screen"
+        table.trained_on = f"the training goals of {minimum}+ ingredients the warm start won in the screen" \
+            + (f", and {simpler} of fewer" if simpler else "")
     if zero:
         table.zero = Policy("zero-shot", zero["eval_success"], zero["eval_n"], zero.get("by_task"))
         table.zero.change = change_from(warm, table.zero)
@@ -224,11 +226,27 @@ def textcraft_shapes() -> dict[str, int]:
     return out
 
 
-def screen_choice(by_task: dict, min_ingredients: int = 1) -> set[str]:
+def single_recipe_goals() -> set[str]:
+    """TextCraft goals with exactly one recipe (their recipe list offers no choice of ingredients)."""
+    from bipace_envs.textcraft.recipes import PREFIX, load_book
+    book = load_book()
+    return {g.replace(PREFIX, "") for g in book.depth if len(book.recipes_for(g)) == 1}
+
+
+def screen_choice(by_task: dict, min_ingredients: int = 1, also_simpler: int = 0) -> set[str]:
     """The training goals RL samples after a screen: those the warm start won at least once, of recipes
-    needing at least ``min_ingredients`` distinct ingredients (``--min-ingredients``)."""
+    needing at least ``min_ingredients`` distinct ingredients (``--min-ingredients``), plus
+    ``also_simpler`` of the won goals needing fewer (``--also-simpler``: a fixed draw among those with a
+    single recipe, so RL also sees goals that are won by crafting as soon as the ingredients are in)."""
     shapes = textcraft_shapes() if min_ingredients > 1 else {}
-    return {g for g, (won, _) in by_task.items() if won > 0 and shapes.get(g, 1) >= min_ingredients}
+    won = sorted(g for g, (wins, _) in by_task.items() if wins > 0)
+    chosen = {g for g in won if shapes.get(g, 1) >= min_ingredients}
+    if also_simpler > 0 and min_ingredients > 1:
+        single = single_recipe_goals()
+        simpler = [g for g in won if shapes.get(g, 1) < min_ingredients and g in single]
+        pick = np.random.default_rng(0).choice(simpler, min(also_simpler, len(simpler)), replace=False)
+        chosen |= {str(g) for g in pick}
+    return chosen
 
 
 # how a split's groups are named: (what the title calls a goal's group, a group's column name)

@@ -59,9 +59,9 @@ from benchmarks.table_report import (fmt, screen_choice, success_curve,  # noqa:
 
 # settings that shape the RL runs and nothing before them (warm start, its evaluation, the screen): a
 # table's first RL run may take other values than an earlier call that stopped before any run
-RL_ONLY = ("train_goals", "min_ingredients", "rl_lora_layers", "iterations", "batch_tasks", "group_size",
-           "lr", "kl_coef", "invalid_penalty", "skip_zero_adv", "mini_batch_rows", "ppo_epochs", "drift_rows",
-           "rl_rename", "eval_every")
+RL_ONLY = ("train_goals", "min_ingredients", "also_simpler", "rl_lora_layers", "iterations", "batch_tasks",
+           "group_size", "lr", "kl_coef", "invalid_penalty", "skip_zero_adv", "mini_batch_rows", "ppo_epochs",
+           "drift_rows", "rl_rename", "eval_every")
 
 
 def training_curve(run_dir: Path, window: int) -> tuple[float, float]:
@@ -125,9 +125,12 @@ def screened_goals(args, out: Path, warm: Path, common: dict) -> list:
                   "eval_temperature": args.temperature}
     screen = evaluate_once(out / "screen.json", str(warm), out / "screen", screen_cfg)
     won = screen_choice(screen["by_task"])
-    goals = training_tasks(args, screen_choice(screen["by_task"], args.min_ingredients))
+    goals = training_tasks(args, screen_choice(screen["by_task"], args.min_ingredients, args.also_simpler))
     shape = f"the {len(goals)} of them of {args.min_ingredients}+ ingredients" if args.min_ingredients > 1 \
         else "those"
+    if args.min_ingredients > 1 and args.also_simpler:
+        shape = f"{len(goals)} of them: those of {args.min_ingredients}+ ingredients and " \
+                f"{args.also_simpler} of fewer"
     print(f"screen: the warm start won {len(won)} of {len(screen['by_task'])} training goals at least once "
           f"in {args.screen_repeats} episode(s) each (success {screen['eval_success']:.3f}, "
           f"{screen['wall_s']:.0f}s); RL samples {shape}", flush=True)
@@ -201,6 +204,11 @@ def main(argv=None) -> None:
                     help="RL samples only the screened goals whose simplest recipe needs at least this many "
                          "distinct ingredients: 2 keeps the multi-ingredient goals the warm start rarely "
                          "wins, the change that raised held-out success in the README's depth-1 table")
+    ap.add_argument("--also-simpler", type=int, default=0,
+                    help="with --min-ingredients: RL also samples this many screened goals of fewer "
+                         "ingredients (a fixed draw among those with one recipe). Trained on multi-ingredient"
+                         " goals alone, a policy learns to get another item after every get and loses goals "
+                         "that are won by crafting after one get")
     ap.add_argument("--train-goals", type=Path,
                     help="RL samples only these training goals (a file, one goal id per line, '#' starts a "
                          "comment) instead of the screen's: e.g. the goals `benchmarks/goal_probe.py "
@@ -238,6 +246,9 @@ def main(argv=None) -> None:
     if args.min_ingredients > 1 and (args.train_goals is not None or args.screen_repeats < 1):
         ap.error("--min-ingredients filters the screen's goals: it needs --screen-repeats >= 1 and no "
                  "--train-goals (that file lists the RL goals itself)")
+    if args.also_simpler < 0 or (args.also_simpler and args.min_ingredients < 2):
+        ap.error(f"--also-simpler {args.also_simpler}: give a count >= 0, with --min-ingredients 2 or more "
+                 "(it adds goals of fewer ingredients to those)")
     if args.train_goals is not None:
         args.train_goals = read_goal_list(args.train_goals, tuple(args.depths), ap)
     if args.report:

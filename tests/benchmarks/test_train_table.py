@@ -326,6 +326,31 @@ def test_min_ingredients_keeps_the_screened_goals_of_that_recipe_shape(tmp_path,
     assert "RL trained on the training goals of 2+ ingredients the warm start won in the screen" in text
 
 
+def test_also_simpler_adds_a_fixed_draw_of_won_single_recipe_goals_of_fewer_ingredients():
+    from benchmarks.table_report import screen_choice
+    # won: clock (2 ingredients), cake (4), gold nugget, bread, oak planks (1, one recipe each), white dye
+    # (1, two recipes); lost: iron nugget (1)
+    by_task = {"clock": [1, 1], "cake": [1, 1], "gold_nugget": [1, 1], "bread": [2, 2], "oak_planks": [1, 2],
+               "white_dye": [1, 1], "iron_nugget": [0, 1]}
+    assert screen_choice(by_task, 2) == {"clock", "cake"}
+    two = screen_choice(by_task, 2, also_simpler=2)
+    assert {"clock", "cake"} < two and len(two) == 4
+    assert two - {"clock", "cake"} < {"gold_nugget", "bread", "oak_planks"}     # never white dye or a loss
+    assert screen_choice(by_task, 2, also_simpler=2) == two                     # the same draw every time
+    every_won = {"clock", "cake", "gold_nugget", "bread", "oak_planks", "white_dye"}
+    assert screen_choice(by_task, 2, also_simpler=9) == every_won - {"white_dye"}
+    assert screen_choice(by_task, 3, also_simpler=9) == every_won - {"white_dye"}    # clock is simpler too
+    assert screen_choice(by_task, 1, also_simpler=2) == every_won         # nothing has fewer than 1
+
+
+def test_also_simpler_needs_a_min_ingredients_to_be_simpler_than(tmp_path, capsys):
+    for extra in (["--also-simpler", "2"], ["--min-ingredients", "2", "--also-simpler", "-1"]):
+        with pytest.raises(SystemExit):
+            train_table.main(["--out", str(tmp_path)] + TINY[:-1] + ["1"] + extra)
+        assert "--also-simpler" in capsys.readouterr().err
+    assert not (tmp_path / "table_settings.json").exists()
+
+
 def test_textcraft_shapes_count_the_ingredients_of_the_simplest_recipe():
     from benchmarks.table_report import textcraft_shapes
     shapes = textcraft_shapes()
