@@ -306,6 +306,17 @@ def add_lora(model, settings: LoraSettings):
         return get_peft_model(model, cfg)
 
 
+def load_adapter_weights(model, adapter_dir: Path):
+    """Put the LoRA weights saved in ``adapter_dir`` (peft ``save_pretrained``) into ``model``, a peft model
+    of the same LoRA shape, on the model's device; returns peft's load result (its ``unexpected_keys``
+    name saved weights the model has no module for)."""
+    from peft import set_peft_model_state_dict
+    from safetensors.torch import load_file
+    dev = next(model.parameters()).device
+    return set_peft_model_state_dict(model, load_file(str(Path(adapter_dir) / "adapter_model.safetensors"),
+                                                      device=str(dev)))
+
+
 def decoder_layers(model) -> nn.ModuleList:
     """The transformer block list of a (possibly peft-wrapped) causal LM."""
     base = model.get_base_model() if hasattr(model, "get_base_model") else model

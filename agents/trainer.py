@@ -31,7 +31,7 @@ import torch
 from agents.config import TrainConfig
 from estimators import broadcast_to_tokens
 from agents.envs import get_env_spec
-from agents.models import LoraSettings, add_lora, load_policy
+from agents.models import LoraSettings, add_lora, load_adapter_weights, load_policy
 from agents.dynamic_sampling import dynamic_sample
 from agents.eval_chunks import kept_chunks
 from agents.ppo import agg_loss, check_loss_options, ppo_terms, response_logprobs, row_logp_sums
@@ -460,16 +460,12 @@ class Trainer:
 
     def load_checkpoint(self) -> int:
         """Restore the latest checkpoint of ``out_dir``; returns its iteration."""
-        from peft import set_peft_model_state_dict
-        from safetensors.torch import load_file
         latest = self.out / "checkpoints" / "latest"
         if not latest.exists():
             raise FileNotFoundError(f"--resume: no checkpoint in {self.out / 'checkpoints'}; "
                                     "run without --resume to start fresh")
         d = self.out / "checkpoints" / latest.read_text().strip()
-        dev = next(self.model.parameters()).device
-        set_peft_model_state_dict(self.model, load_file(str(d / "adapter" / "adapter_model.safetensors"),
-                                                        device=str(dev)))
+        load_adapter_weights(self.model, d / "adapter")
         state = torch.load(d / "state.pt", weights_only=False)
         self.optimizer.load_state_dict(state["optimizer"])
         random.setstate(state["rng"]["python"])

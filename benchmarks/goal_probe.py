@@ -45,11 +45,10 @@ def probe(args, shapes: dict) -> dict:
     if not goals:
         raise SystemExit(f"no {args.split} goal of depths {args.depths} has {args.min_ingredients}-"
                          f"{args.max_ingredients} ingredients; widen --min/--max-ingredients")
-    model, lora = run_policy(args.run) if args.run else (args.model, {})
-    cfg = TrainConfig(model=model, **lora, env="textcraft", env_kwargs=env_kwargs, max_steps=args.max_steps,
-                      history_length=args.history_length, require_think="no", compact_prompts="yes",
-                      max_new_tokens=args.max_new_tokens, show_admissible=args.show_admissible,
-                      threads=args.threads, progress=False,
+    cfg = TrainConfig(model=args.model, **args.lora, env="textcraft", env_kwargs=env_kwargs,
+                      max_steps=args.max_steps, history_length=args.history_length, require_think="no",
+                      compact_prompts="yes", max_new_tokens=args.max_new_tokens,
+                      show_admissible=args.show_admissible, threads=args.threads, progress=False,
                       eval_split=args.split, eval_tasks=0, eval_batch=args.batch,
                       eval_temperature=args.temperature, out_dir=str(args.out), tensorboard=False)
     tasks = [g for g in goals for _ in range(args.repeats)]
@@ -109,11 +108,8 @@ def use_run_settings(args, ap) -> None:
 
 def load_run_adapter(model, run: Path) -> None:
     """Puts a finished run's trained LoRA weights into ``model`` (a peft model of the same LoRA shape)."""
-    from peft import set_peft_model_state_dict
-    from safetensors.torch import load_file
-    dev = next(model.parameters()).device
-    result = set_peft_model_state_dict(model, load_file(str(run / "adapter" / "adapter_model.safetensors"),
-                                                        device=str(dev)))
+    from agents.models import load_adapter_weights
+    result = load_adapter_weights(model, run / "adapter")
     if getattr(result, "unexpected_keys", None):
         raise SystemExit(f"--run {run}: its adapter has weights this model lacks "
                          f"({result.unexpected_keys[:3]} ...); was it trained on another base policy?")
@@ -171,8 +167,9 @@ def main(argv=None) -> None:
         ap.error("--repeats must be >= 1 and --min-ingredients <= --max-ingredients")
     if (args.model is None) == (args.run is None):
         ap.error("pass exactly one of --model (a base policy) and --run (an RL run's folder)")
-    if args.run:
-        run_policy(args.run)       # a clear error before the goals are played
+    args.lora = {}
+    if args.run:            # a clear error before the goals are played
+        args.model, args.lora = run_policy(args.run)
         use_run_settings(args, ap)
     shapes = textcraft_shapes()
     seen = probe(args, shapes)
