@@ -104,6 +104,11 @@ class TrainConfig:
                                     "one per response)")
     loss_agg: str = opt("token_mean", "loss aggregation over a mini-batch: token_mean | seq_mean_token_sum | "
                                       "seq_mean_token_mean")
+    task_sampling: str = opt("uniform", "how an iteration draws its batch_tasks training tasks: uniform | "
+                                        "mixed (in proportion to 4p(1-p), p a task's win rate so far in the "
+                                        "run with Laplace's rule: tasks whose groups tend to mix wins and "
+                                        "losses, the only ones with an episode-level signal, are drawn more; "
+                                        "agents/task_sampling.py)")
     dynamic_sampling: bool = opt(False, "DAPO dynamic sampling: drop groups whose episode returns are all "
                                         "equal and refill from new tasks")
     dynamic_sampling_rounds: int = opt(3, "most rollout batches per iteration with --dynamic-sampling "

@@ -1,11 +1,11 @@
 """Single-device PPO trainer for LoRA agents with any registered advantage estimator.
 
     from agents.config import TrainConfig
-from estimators import broadcast_to_tokens
     from agents.trainer import Trainer
     summary = Trainer(TrainConfig(env="textcraft", estimator="bipace", model="tiny")).train()
 
-One iteration: sample B tasks, roll out G episodes each (``agents.rollout``), map rewards, compute
+One iteration: sample B tasks (uniformly, or favouring those with mixed outcomes: ``agents.task_sampling``),
+roll out G episodes each (``agents.rollout``), map rewards, compute
 advantages with ``estimators.compute_advantages(batch, estimator, ...)``, broadcast them to tokens, and
 take PPO-clip steps (dual clip, token-mean over each mini-batch, micro-batched with gradient
 accumulation) with an entropy bonus and low-variance KL to the reference policy, which is the same
@@ -37,6 +37,7 @@ from agents.eval_chunks import kept_chunks
 from agents.ppo import agg_loss, check_loss_options, ppo_terms, response_logprobs, row_logp_sums
 from agents.prompts import PromptSettings, make_prompter
 from agents.rollout import RolloutCollector, RolloutSettings
+from agents.task_sampling import TASK_SAMPLERS, TaskTally, pick_tasks
 
 
 class CsvLog:
@@ -109,6 +110,10 @@ class Trainer:
             raise ValueError(f"rl_rename is a probability in [0, 1], got {cfg.rl_rename}")
         if not self.train_tasks:
             raise ValueError(f"no training tasks in split {cfg.train_split!r} of {cfg.env}")
+        if cfg.task_sampling not in TASK_SAMPLERS:
+            raise ValueError(f"task_sampling must be one of {' | '.join(TASK_SAMPLERS)}, got "
+                             f"{cfg.task_sampling!r}")
+        self.task_tally = TaskTally(len(self.train_tasks))     # episodes won per training task, this run
         from estimators import available_estimators, resolve_options
         if cfg.estimator not in available_estimators():
             raise ValueError(f"unknown estimator {cfg.estimator!r}; available: {available_estimators()}")
@@ -210,13 +215,15 @@ class Trainer:
         c = self.cfg
         rng = np.random.default_rng([c.seed, it] + ([refill] if refill else []))
         torch.manual_seed(c.seed * 1_000_003 + it + 7919 * refill)     # decoding is reproducible per batch
-        pick = rng.choice(len(self.train_tasks), c.batch_tasks, replace=len(self.train_tasks) < c.batch_tasks)
+        pick = pick_tasks(c.task_sampling, rng, self.task_tally, c.batch_tasks)
         tasks = [self.train_tasks[k] for k in np.repeat(pick, c.group_size)]
         seeds = np.repeat(rng.integers(0, 2**31 - 1, c.batch_tasks), c.group_size)
         first_group = it * c.batch_tasks + refill * 1_000_000_007
         groups = np.repeat(first_group + np.arange(c.batch_tasks), c.group_size)
         self.model.eval()
-        return self.collector("train").collect(tasks, seeds, groups), rng
+        ro = self.collector("train").collect(tasks, seeds, groups)
+        self.task_tally.add(np.repeat(pick, c.group_size), ro.success)
+        return ro, rng
 
     @torch.no_grad()
     def evaluate(self, chunks_file: Path | None = None) -> dict:
@@ -452,7 +459,7 @@ class Trainer:
         if torch.cuda.is_available():
             rng["cuda"] = torch.cuda.get_rng_state_all()
         torch.save({"iteration": it, "optimizer": self.optimizer.state_dict(), "rng": rng,
-                    "config": asdict(self.cfg)}, tmp / "state.pt")
+                    "task_tally": self.task_tally.state(), "config": asdict(self.cfg)}, tmp / "state.pt")
         shutil.rmtree(final, ignore_errors=True)
         tmp.rename(final)
         (ckdir / "latest").write_text(final.name)
@@ -471,6 +478,8 @@ class Trainer:
         random.setstate(state["rng"]["python"])
         np.random.set_state(state["rng"]["numpy"])
         torch.set_rng_state(state["rng"]["torch"])
+        if "task_tally" in state:       # checkpoints older than task_sampling have none (uniform ignores it)
+            self.task_tally = TaskTally(len(self.train_tasks), **state["task_tally"])
         if "cuda" in state["rng"] and torch.cuda.is_available():
             torch.cuda.set_rng_state_all(state["rng"]["cuda"])
         return int(state["iteration"])

@@ -6,6 +6,12 @@ episodes mixed wins and losses (a G-episode group of a goal that is never won, o
     python benchmarks/goal_probe.py --model runs/table/warm_start --split train --depths 1 --repeats 8
     python benchmarks/goal_probe.py --model runs/table/warm_start --split test --min-ingredients 2
     python benchmarks/goal_probe.py --run runs/table/grpo_seed0 --split test --min-ingredients 2   # after RL
+    python benchmarks/goal_probe.py --run runs/table/grpo_seed0 --goal-list runs/table/rl_goals.txt \
+        --checkpoints 0 3 6 --repeats 8                # its training goals before, during and after RL
+
+``--checkpoints`` plays the policy a run saved after each listed iteration on the same goals with the same
+env and decoding seeds (0 = before its first update), so the change between iterations is the policy's,
+not which goals a batch drew: the training-success column of ``train.csv`` is 8 random goals' rollouts.
 
 Settings (max steps, history, prompts) default to ``benchmarks/train_table.py``'s depth-1 table; pass
 that table's values if it ran with others. With ``--run`` they come from the run's ``config.json``, so
@@ -26,25 +32,43 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from benchmarks.table_report import textcraft_shapes  # noqa: E402  (needs the path above)
 
 
-def probe(args, shapes: dict) -> dict:
-    """Plays ``--repeats`` episodes of every chosen goal; returns {goal: {"won": [...], "lost": actions}}."""
-    import torch
-
-    from agents.config import TrainConfig
+def chosen_goals(args, shapes: dict) -> list:
+    """The goals to play: those of ``--goal-list`` (each must be a goal of the split and depths), else the
+    split's goals of the chosen recipe shape; the first ``--goals`` of them when that is set."""
     from agents.envs import get_env_spec
-    from agents.trainer import Trainer
-    torch.set_num_threads(args.threads)
-    env_kwargs = json.dumps({"preset": "agentgym", "depths": args.depths})
     spec = get_env_spec("textcraft")
     probe_env = spec.make(max_steps=args.max_steps, preset="agentgym", depths=tuple(args.depths))
-    goals = [t for t in spec.tasks(probe_env, args.split)
-             if args.min_ingredients <= shapes.get(str(t), 1) <= args.max_ingredients]
+    split = spec.tasks(probe_env, args.split)
     probe_env.close()
+    if args.goal_list:
+        lines = (line.split("#")[0].strip() for line in args.goal_list.read_text().splitlines())
+        wanted = {line for line in lines if line}
+        unknown = sorted(wanted - {str(t) for t in split})
+        if unknown or not wanted:
+            what = f"names goals that are not {args.split} goals of depths {args.depths}: {unknown[:5]}" \
+                if unknown else "names no goal"
+            raise SystemExit(f"--goal-list {args.goal_list} {what}; give one goal id per line (a table's "
+                             "rl_goals.txt, or goal_probe's --mixed-out) and the split it comes from "
+                             "(--split)")
+        goals = [t for t in split if str(t) in wanted]
+    else:
+        goals = [t for t in split if args.min_ingredients <= shapes.get(str(t), 1) <= args.max_ingredients]
     if args.goals:
         goals = goals[:args.goals]
     if not goals:
         raise SystemExit(f"no {args.split} goal of depths {args.depths} has {args.min_ingredients}-"
                          f"{args.max_ingredients} ingredients; widen --min/--max-ingredients")
+    return goals
+
+
+def probe_trainer(args, goals: list):
+    """A Trainer holding the policy to play (a run's LoRA shape, still untrained) and its eval settings."""
+    import torch
+
+    from agents.config import TrainConfig
+    from agents.trainer import Trainer
+    torch.set_num_threads(args.threads)
+    env_kwargs = json.dumps({"preset": "agentgym", "depths": args.depths})
     cfg = TrainConfig(model=args.model, **args.lora, env="textcraft", env_kwargs=env_kwargs,
                       max_steps=args.max_steps, history_length=args.history_length, require_think="no",
                       compact_prompts="yes", max_new_tokens=args.max_new_tokens,
@@ -52,9 +76,14 @@ def probe(args, shapes: dict) -> dict:
                       eval_split=args.split, eval_tasks=0, eval_batch=args.batch,
                       eval_temperature=args.temperature, out_dir=str(args.out), tensorboard=False)
     tasks = [g for g in goals for _ in range(args.repeats)]
-    tr = Trainer(cfg, train_tasks=goals, eval_tasks=tasks)     # eval_tasks sizes the batch
-    if args.run:
-        load_run_adapter(tr.model, args.run)
+    return Trainer(cfg, train_tasks=goals, eval_tasks=tasks)     # eval_tasks sizes the batch
+
+
+def probe(args, tr, goals: list) -> dict:
+    """Plays ``--repeats`` episodes of every goal with ``tr``'s policy, the same env and decoding seeds on
+    every call; returns {goal: {"won": [...], "lost": actions of one lost episode}}."""
+    import torch
+    tasks = [g for g in goals for _ in range(args.repeats)]
     col = tr.collector("eval")
     seen: dict = {}
     t0 = time.perf_counter()
@@ -106,10 +135,23 @@ def use_run_settings(args, ap) -> None:
         setattr(args, key, value)
 
 
-def load_run_adapter(model, run: Path) -> None:
-    """Puts a finished run's trained LoRA weights into ``model`` (a peft model of the same LoRA shape)."""
+def checkpoint_adapter(run: Path, iteration: int) -> Path:
+    """The adapter folder ``run`` saved after ``iteration`` (its checkpoints, one per iteration in a
+    train_table run); raises SystemExit naming the saved ones when there is none."""
+    folder = run / "checkpoints" / f"iter_{iteration:06d}" / "adapter"
+    if not (folder / "adapter_model.safetensors").exists():
+        saved = sorted(int(p.name[5:]) for p in (run / "checkpoints").glob("iter_*"))
+        raise SystemExit(f"--checkpoints {iteration}: {run} saved no adapter after iteration {iteration} "
+                         f"(saved after: {saved or 'none'}); pick one of those, or 0 for the policy before "
+                         "the first update")
+    return folder
+
+
+def load_run_adapter(model, run: Path, adapter: Path | None = None) -> None:
+    """Puts a run's trained LoRA weights (its final ``adapter/``, or ``adapter``) into ``model``, a peft
+    model of the same LoRA shape."""
     from agents.models import load_adapter_weights
-    result = load_adapter_weights(model, run / "adapter")
+    result = load_adapter_weights(model, adapter or run / "adapter")
     if getattr(result, "unexpected_keys", None):
         raise SystemExit(f"--run {run}: its adapter has weights this model lacks "
                          f"({result.unexpected_keys[:3]} ...); was it trained on another base policy?")
@@ -136,6 +178,29 @@ def report(seen: dict, shapes: dict, repeats: int, show: int) -> str:
     return "\n".join(lines[:show + 1] + lines[len(seen) + 1:]) if show < len(seen) else "\n".join(lines)
 
 
+def by_task(seen: dict) -> dict:
+    """{goal: [won, episodes]}, the tallies ``benchmarks/table_report.py`` reads."""
+    return {goal: [sum(rec["won"]), len(rec["won"])] for goal, rec in seen.items()}
+
+
+def curve_report(seen_at: dict) -> str:
+    """Success of each checkpoint on the same goals and seeds (95% interval over episodes), and its change
+    from the first one paired over goals (95% t-interval), with the goals that rose and fell."""
+    from benchmarks.table_report import fmt, paired_change
+    first = min(seen_at)
+    lines = [f"{'iteration':>9}  success (95% CI over episodes)   "
+             f"change vs iteration {first} (paired over goals)"]
+    for it in sorted(seen_at):
+        tally = by_task(seen_at[it])
+        won, n = sum(w for w, _ in tally.values()), sum(e for _, e in tally.values())
+        change = ""
+        if it != first:
+            d, half, up, down = paired_change(by_task(seen_at[first]), tally)
+            change = f"{d:+.3f} ± {half:.3f} ({len(tally)} goals: up {up}, down {down})"
+        lines.append(f"{it:9d}  {fmt(won / n, n):32s} {change}")
+    return "\n".join(lines)
+
+
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--model", help="a preset (smollm2-135m) or a folder, e.g. a warm start")
@@ -146,6 +211,12 @@ def main(argv=None) -> None:
     ap.add_argument("--min-ingredients", type=int, default=1)
     ap.add_argument("--max-ingredients", type=int, default=9)
     ap.add_argument("--goals", type=int, default=0, help="only the first N chosen goals (0 = all)")
+    ap.add_argument("--goal-list", type=Path,
+                    help="play these goals (one id per line, e.g. a table's rl_goals.txt) instead of the "
+                         "split's goals of --min/--max-ingredients")
+    ap.add_argument("--checkpoints", type=int, nargs="+",
+                    help="with --run: play the policy it saved after each of these iterations (0 = before "
+                         "its first update) on the same goals and seeds, and print the curve")
     ap.add_argument("--repeats", type=int, default=8, help="episodes per goal (a GRPO group's size)")
     ap.add_argument("--temperature", type=float, default=1.0, help="RL's rollout temperature by default")
     ap.add_argument("--max-steps", type=int, default=6)
@@ -167,12 +238,37 @@ def main(argv=None) -> None:
         ap.error("--repeats must be >= 1 and --min-ingredients <= --max-ingredients")
     if (args.model is None) == (args.run is None):
         ap.error("pass exactly one of --model (a base policy) and --run (an RL run's folder)")
+    if args.checkpoints is not None and (args.run is None or min(args.checkpoints) < 0):
+        ap.error("--checkpoints needs --run (the run that saved them) and iterations >= 0")
+    if args.goal_list is not None and not args.goal_list.is_file():
+        ap.error(f"--goal-list: no file {args.goal_list}")
     args.lora = {}
     if args.run:            # a clear error before the goals are played
         args.model, args.lora = run_policy(args.run)
         use_run_settings(args, ap)
+    iterations = sorted(set(args.checkpoints or []))
+    adapters = {it: checkpoint_adapter(args.run, it) for it in iterations if it > 0}   # all there, first
     shapes = textcraft_shapes()
-    seen = probe(args, shapes)
+    goals = chosen_goals(args, shapes)
+    tr = probe_trainer(args, goals)
+    if iterations:
+        # a fresh LoRA adds nothing (its B is zero): iteration 0 is the run's policy before any update
+        seen_at = {}
+        for it in iterations:
+            if it > 0:
+                load_run_adapter(tr.model, args.run, adapters[it])
+            print(f"iteration {it}:", flush=True)
+            seen_at[it] = probe(args, tr, goals)
+        if args.json:
+            args.json.write_text(json.dumps({str(it): seen for it, seen in seen_at.items()}, indent=1))
+        print(report(seen_at[iterations[-1]], shapes, args.repeats, args.show))
+        print(f"\n{args.run}: its policy after each iteration on the same {len(goals)} goals, "
+              f"{args.repeats} episodes each at temperature {args.temperature}")
+        print(curve_report(seen_at))
+        return
+    if args.run:
+        load_run_adapter(tr.model, args.run)
+    seen = probe(args, tr, goals)
     if args.json:
         args.json.write_text(json.dumps(seen, indent=1))
     if args.mixed_out:

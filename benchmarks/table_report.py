@@ -38,6 +38,19 @@ def success_curve(run_dir: Path) -> list[float]:
         return [float(r["success"]) for r in csv.DictReader(f)]
 
 
+def curve_window(iterations: int, window: int) -> int:
+    """The iterations averaged at each end of a training curve: ``window``, but at most half the run, so
+    the first and last means never share an iteration (a 6-iteration run compares its first and last 3)."""
+    return max(1, min(window, iterations // 2))
+
+
+def curve_ends(success: list[float], window: int) -> tuple[float, float]:
+    """Mean training-goal success of the first and of the last ``window`` iterations (nan for no curve)."""
+    if not success:
+        return math.nan, math.nan
+    return float(np.mean(success[:window])), float(np.mean(success[-window:]))
+
+
 def _read(path: Path):
     return json.loads(path.read_text()) if path.exists() else None
 
@@ -111,6 +124,7 @@ class Table:
     screen: dict | None = None                       # {training goal: [won, episodes]}; won > 0: RL drew it
     trained_on: str = "the training goals the warm start won in the screen"
     curves: dict = field(default_factory=dict)       # (estimator, seed) -> success per iteration
+    window: int = 5                                  # iterations averaged at each end of a curve
 
 
 def change_from(warm: Policy, p: Policy) -> tuple:
@@ -122,8 +136,9 @@ def change_from(warm: Policy, p: Policy) -> tuple:
             None, None, False)
 
 
-def load_table(out: Path, estimators: list[str], seeds: list[int], iterations: int):
-    """The table in ``out`` (None before its warm start has been evaluated)."""
+def load_table(out: Path, estimators: list[str], seeds: list[int], iterations: int, window: int = 5):
+    """The table in ``out`` (None before its warm start has been evaluated); each run's training curve is
+    summarised by its first and last ``curve_window(iterations, window)`` iterations."""
     warm_eval, zero = _read(out / "warm_start_eval.json"), _read(out / "zero_shot.json")
     if warm_eval is None:
         return None
@@ -131,7 +146,8 @@ def load_table(out: Path, estimators: list[str], seeds: list[int], iterations: i
     sft_s = (_read(out / "warm_start_s.json") or {}).get("sft_s", float("nan"))
     warm = Policy("warm start", warm_eval["eval_success"], n, warm_eval.get("by_task"),
                   minutes=f"{sft_s / 60:.1f} (SFT)")
-    table = Table(warm, None, screen=(_read(out / "screen.json") or {}).get("by_task"))
+    table = Table(warm, None, screen=(_read(out / "screen.json") or {}).get("by_task"),
+                  window=curve_window(iterations, window))
     settings = _read(out / "table_settings.json") or {}
     chosen, minimum = settings.get("train_goals"), settings.get("min_ingredients", 1)
     simpler = settings.get("also_simpler", 0)
@@ -159,8 +175,10 @@ def load_table(out: Path, estimators: list[str], seeds: list[int], iterations: i
                                    if k >= iterations else f"stopped after {k} of {iterations} iterations"
                                    if k else "not run yet"))
                 continue
+            # the curve's ends are read from train.csv with this report's window, not the run's
+            first, last = curve_ends(table.curves[(est, seed)], table.window)
             done.append(Policy(f"{est} seed {seed}", r["eval_after"], n, final_by_task(run_dir), est, seed,
-                               r["train_first"], r["train_last"], f"{r['rl_s'] / 60:.1f} (RL)"))
+                               first, last, f"{r['rl_s'] / 60:.1f} (RL)"))
             done[-1].change = change_from(warm, done[-1])
             table.rows.append(done[-1])
         if len(done) > 1:
@@ -287,13 +305,13 @@ def split_markdown(table: Table, groups: dict, kind: str = "depth") -> str:
     return "\n".join(lines)
 
 
-def markdown(table: Table, window: int, depths: dict | None = None, shapes: dict | None = None) -> str:
+def markdown(table: Table, depths: dict | None = None, shapes: dict | None = None) -> str:
     """The table: zero-shot, warm start, each estimator-seed run after RL and, with several seeds, each
     estimator pooled over its seeds; changes against the warm start with their 95% interval. With
     ``depths`` ({goal: depth}), a second table splits held-out success by goal depth; with ``shapes``
     ({goal: ingredients of its simplest recipe}), a third by recipe shape."""
     head = ["policy", "held-out success (95% CI over episodes)", "95% CI over goals", "change vs warm start",
-            f"training goals, first -> last {window} it.", "minutes"]
+            f"training goals, first -> last {table.window} it.", "minutes"]
     rows = [] if table.zero else [["zero-shot", "not run yet", "", "", "", ""]]
     for p in [table.zero] * (table.zero is not None) + [table.warm] + table.rows:
         if isinstance(p, tuple):
@@ -405,12 +423,12 @@ def write_report(out: Path, estimators: list[str], seeds: list[int], iterations:
     """Writes ``table.md`` and ``table.png`` in ``out`` and returns the Markdown. ``depths`` ({goal:
     depth}) and ``shapes`` ({goal: ingredients}; both by default from TextCraft's recipe book) add the
     splits by goal depth and by recipe shape."""
-    table = load_table(out, estimators, seeds, iterations)
+    table = load_table(out, estimators, seeds, iterations, window)
     if table is None:
         return f"{out}: no warm-start evaluation yet (run benchmarks/train_table.py --out {out} first)"
     depths = textcraft_depths() if depths is None else depths
     shapes = textcraft_shapes() if shapes is None else shapes
-    text = markdown(table, window, depths, shapes)
+    text = markdown(table, depths, shapes)
     (out / "table.md").write_text(text + "\n")
     plot(table, estimators, seeds, out / "table.png", depths)
     return text + f"\n\nfigure: {out / 'table.png'}"

@@ -53,21 +53,21 @@ from pathlib import Path
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from benchmarks.table_report import (fmt, screen_choice, success_curve,  # noqa: E402  (needs the path above)
-                                     write_report)
+from benchmarks.table_report import (curve_ends, curve_window, fmt,  # noqa: E402  (needs the path above)
+                                     screen_choice, success_curve, write_report)
 
 
 # settings that shape the RL runs and nothing before them (warm start, its evaluation, the screen): a
 # table's first RL run may take other values than an earlier call that stopped before any run
 RL_ONLY = ("train_goals", "min_ingredients", "also_simpler", "rl_lora_layers", "iterations", "batch_tasks",
            "group_size", "lr", "kl_coef", "invalid_penalty", "skip_zero_adv", "mini_batch_rows", "ppo_epochs",
-           "drift_rows", "rl_rename", "eval_every")
+           "drift_rows", "rl_rename", "eval_every", "task_sampling")
 
 
-def training_curve(run_dir: Path, window: int) -> tuple[float, float]:
-    """Mean training-goal success of the first and last ``window`` iterations of a run."""
-    success = success_curve(run_dir)
-    return sum(success[:window]) / len(success[:window]), sum(success[-window:]) / len(success[-window:])
+def training_curve(run_dir: Path, iterations: int, window: int) -> tuple[float, float]:
+    """Mean training-goal success of the first and last ``window`` iterations of a run (at most half of
+    its ``iterations`` each, so the two never overlap)."""
+    return curve_ends(success_curve(run_dir), curve_window(iterations, window))
 
 
 def rl_seconds(run_dir: Path) -> float:
@@ -213,6 +213,10 @@ def main(argv=None) -> None:
                     help="RL samples only these training goals (a file, one goal id per line, '#' starts a "
                          "comment) instead of the screen's: e.g. the goals `benchmarks/goal_probe.py "
                          "--mixed-out` found with both wins and losses")
+    ap.add_argument("--task-sampling", default="uniform", choices=["uniform", "mixed"],
+                    help="how an RL iteration draws its --batch-tasks goals: uniform, or mixed (favouring "
+                         "goals whose groups have mixed wins and losses so far in the run; "
+                         "agents/task_sampling.py)")
     ap.add_argument("--eval-every", type=int, default=0,
                     help="also evaluate every N iterations (0 = before/after only)")
     ap.add_argument("--depths", type=int, nargs="+", default=[1, 2],
@@ -225,7 +229,7 @@ def main(argv=None) -> None:
     ap.add_argument("--temperature", type=float, default=1.0, help="rollout (and PPO) sampling temperature")
     ap.add_argument("--eval-temperature", type=float, default=0.4)
     ap.add_argument("--curve-window", type=int, default=5,
-                    help="iterations averaged at each end of the curve")
+                    help="iterations averaged at each end of the training curve (at most half the run)")
     ap.add_argument("--sft-only", action="store_true", help="stop after the warm start")
     ap.add_argument("--report", action="store_true",
                     help="only print the table (and write table.md, table.png) from what --out holds; "
@@ -327,6 +331,8 @@ def main(argv=None) -> None:
         print(f"RL samples the {len(train_goals)} goals of --train-goals", flush=True)
     else:
         train_goals = screened_goals(args, out, warm, common) if args.screen_repeats > 0 else None
+    if train_goals:     # which goals RL saw, for goal_probe.py --goal-list (curves on fixed goals)
+        (out / "rl_goals.txt").write_text("".join(f"{t}\n" for t in train_goals))
     results = json.loads(results_file.read_text()) if results_file.exists() else []
     done = {(r["estimator"], r["seed"]) for r in results}
     for seed in args.seeds:
@@ -344,12 +350,13 @@ def main(argv=None) -> None:
                               lr=args.lr, kl_coef=args.kl_coef, invalid_penalty=args.invalid_penalty,
                               skip_zero_adv=args.skip_zero_adv, eps=eps,
                               rl_rename=args.rl_rename, eval_every=args.eval_every,
+                              task_sampling=args.task_sampling,
                               temperature=args.temperature,
                               checkpoint_every=1, mini_batch_rows=args.mini_batch_rows, micro_batch_rows=16,
                               ppo_epochs=args.ppo_epochs, drift_rows=args.drift_rows,
                               lora_layers=args.rl_lora_layers, tensorboard=True, **common)
             s = Trainer(cfg, train_tasks=train_goals).train()
-            first, last = training_curve(run_dir, args.curve_window)
+            first, last = training_curve(run_dir, args.iterations, args.curve_window)
             s.update(sft_s=sft_s, eval_before=before["eval_success"], train_first=first, train_last=last,
                      rl_s=rl_seconds(run_dir))
             results.append(s)

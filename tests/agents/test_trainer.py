@@ -215,3 +215,23 @@ def test_drift_rows_log_how_far_the_update_moved_the_policy(tmp_path):
     assert "drift" not in quiet and 0.0 <= quiet["mixed_groups"] <= 1.0
     m = _trainer(_cfg(tmp_path / "b", drift_rows=4)).iteration(1)
     assert m["drift"] > 1e-3 and np.isfinite(m["drift"])       # lr 1e-2 moves the tiny model
+
+
+def test_mixed_task_sampling_tallies_each_rollout_and_a_resume_keeps_the_tally(tmp_path):
+    tr = _trainer(_cfg(tmp_path, task_sampling="mixed", estimator="grpo"))
+    tr.iteration(1)
+    tally = tr.task_tally
+    assert tally.episodes.sum() == 2 * 2 and set(np.flatnonzero(tally.episodes)) <= set(range(8))
+    assert np.all(tally.episodes[tally.episodes > 0] == 2)          # a group: G episodes of one task
+    tr.save_checkpoint(1)
+    wins, episodes = tally.wins.copy(), tally.episodes.copy()
+    resumed = _trainer(_cfg(tmp_path, task_sampling="mixed", estimator="grpo", resume=True))
+    assert np.array_equal(resumed.task_tally.wins, wins)
+    assert np.array_equal(resumed.task_tally.episodes, episodes)
+    resumed.iteration(2)
+    assert resumed.task_tally.episodes.sum() == 8
+
+
+def test_unknown_task_sampling_is_refused_before_any_rollout(tmp_path):
+    with pytest.raises(ValueError, match="task_sampling must be one of uniform | mixed"):
+        _trainer(_cfg(tmp_path, task_sampling="hardest"))

@@ -115,3 +115,69 @@ def test_a_run_is_played_with_its_own_prompt_and_episode_settings(tmp_path):
     agree.run = tmp_path
     goal_probe.use_run_settings(agree, ap)
     assert agree.max_steps == 4
+
+
+def _tiny_run_with_checkpoints(run, iterations):
+    """A tiny run folder as train_table leaves it: config.json, a LoRA saved after each iteration (B drawn
+    at random so each one plays differently) and the final adapter."""
+    import torch
+    for it in iterations:
+        saved = _lora_tiny(top_layers=1)
+        torch.manual_seed(it)
+        with torch.no_grad():
+            for name, p in saved.named_parameters():
+                if "lora_B" in name:
+                    p.normal_(std=5.0)
+        saved.save_pretrained(run / "checkpoints" / f"iter_{it:06d}" / "adapter")
+    saved.save_pretrained(run / "adapter")
+    (run / "config.json").write_text(json.dumps({
+        "model": "tiny", "lora_rank": 4, "lora_alpha": 8, "lora_mlp": False, "lora_layers": 1, "max_steps": 2,
+        "max_new_tokens": 4, "env_kwargs": json.dumps({"preset": "agentgym", "depths": [1]})}))
+
+
+def test_checkpoints_play_each_saved_iteration_on_the_same_goals_and_seeds(
+        tmp_path, capsys, keep_torch_threads):
+    run, goals = tmp_path / "grpo_seed0", tmp_path / "rl_goals.txt"
+    _tiny_run_with_checkpoints(run, [1, 2])
+    goals.write_text("oak_planks\nbirch_planks   # the table's RL goals\n")
+    common = ["--goal-list", str(goals), "--repeats", "2", "--threads", "1", "--batch", "2"]
+    curve = tmp_path / "curve.json"
+    goal_probe.main(["--run", str(run), "--checkpoints", "2", "0", "1", "--out", str(tmp_path / "a"),
+                     "--json", str(curve)] + common)
+    seen_at = json.loads(curve.read_text())
+    assert list(seen_at) == ["0", "1", "2"]
+    assert all(sorted(seen) == ["birch_planks", "oak_planks"] for seen in seen_at.values())
+    out = capsys.readouterr().out
+    assert "change vs iteration 0" in out and "(2 goals: up 0, down 0)" in out
+    # iteration 0 is the run's policy before any update: the base model, played with the same seeds
+    base = tmp_path / "base.json"
+    goal_probe.main(["--model", "tiny", "--max-steps", "2", "--max-new-tokens", "4",
+                     "--out", str(tmp_path / "b"), "--json", str(base)] + common)
+    assert json.loads(base.read_text()) == seen_at["0"]
+    # each checkpoint's own weights were played: their lost episodes differ from the base's
+    assert seen_at["1"] != seen_at["0"] and seen_at["2"] != seen_at["1"]
+
+
+def test_a_checkpoint_the_run_did_not_save_or_an_unknown_goal_is_refused(tmp_path, keep_torch_threads):
+    run = tmp_path / "grpo_seed0"
+    _tiny_run_with_checkpoints(run, [1, 2])
+    with pytest.raises(SystemExit, match=r"saved no adapter after iteration 5 \(saved after: \[1, 2\]\)"):
+        goal_probe.main(["--run", str(run), "--checkpoints", "0", "5"])
+    with pytest.raises(SystemExit):
+        goal_probe.main(["--model", "tiny", "--checkpoints", "1"])        # a checkpoint needs its run
+    goals = tmp_path / "goals.txt"
+    goals.write_text("oak_planks\nacacia_planks\n")        # acacia planks is a held-out goal
+    with pytest.raises(SystemExit, match=r"not train goals of depths \[1\]: \['acacia_planks'\]"):
+        goal_probe.main(TINY + ["--goal-list", str(goals), "--out", str(tmp_path / "s")])
+
+
+def test_curve_report_pairs_each_iteration_with_the_first_over_goals():
+    def seen(wins):
+        return {g: {"won": w, "lost": None} for g, w in wins.items()}
+    seen_at = {0: seen({"a": [False, False], "b": [True, False], "c": [True, True]}),
+               3: seen({"a": [True, True], "b": [True, False], "c": [True, False]})}
+    lines = goal_probe.curve_report(seen_at).splitlines()
+    assert lines[1].split()[:2] == ["0", "0.500"] and "(n=6)" in lines[1]
+    assert lines[2].split()[:2] == ["3", "0.667"]
+    # per goal: a +1, b 0, c -0.5: mean +0.167, one goal up, one down
+    assert "+0.167" in lines[2] and "(3 goals: up 1, down 1)" in lines[2]

@@ -121,6 +121,8 @@ def test_screen_limits_rl_to_the_training_goals_the_warm_start_won(tmp_path, cap
     rl_runs = [tasks for where, tasks in seen if where.endswith("grpo_seed0")]
     assert [[str(t) for t in tasks] for tasks in rl_runs] == [[goals[0], goals[2]]]
     assert "won 2 of" in capsys.readouterr().out
+    # the goals RL sampled are kept for goal_probe.py --goal-list
+    assert sorted((tmp_path / "rl_goals.txt").read_text().split()) == [goals[0], goals[2]]
 
 
 WARM_GOALS = {"a": [0, 4], "b": [4, 4], "c": [0, 4], "d": [0, 4]}
@@ -181,6 +183,18 @@ def test_report_reads_a_partial_table_without_running_anything(tmp_path, capsys,
     assert not (tmp_path / "table_settings.json").exists()      # a report is not a run of the table
 
 
+def test_report_reads_the_training_curve_ends_from_train_csv_without_overlap(tmp_path, capsys):
+    from benchmarks.table_report import curve_ends, curve_window
+    assert [curve_window(n, 5) for n in (1, 2, 6, 10, 20)] == [1, 1, 3, 5, 5]
+    assert curve_ends([0.2, 0.4, 0.6, 0.8, 1.0, 0.0], 3) == (pytest.approx(0.4), pytest.approx(0.6))
+    _write_table_folder(tmp_path, per_goal=True, with_zero_shot=False)
+    rows = _report_rows(tmp_path, capsys)       # 2 iterations: first and last 1, not 5
+    assert "first -> last 1 it." in (tmp_path / "table.md").read_text()
+    # from each run's train.csv (results.json says 0.5 -> 0.75 for both seeds)
+    assert "| 0.500 -> 0.750 |" in rows["grpo seed 0"] and "| 0.250 -> 1.000 |" in rows["grpo seed 1"]
+    assert "| 0.375 -> 0.875 |" in rows["grpo, 2 seeds pooled"]
+
+
 def test_report_without_per_goal_wins_falls_back_to_the_unpaired_interval(tmp_path, capsys):
     _write_table_folder(tmp_path, per_goal=False, with_zero_shot=False)
     rows = _report_rows(tmp_path, capsys)
@@ -203,7 +217,7 @@ def test_report_splits_held_out_success_by_goal_depth(tmp_path):
     from benchmarks.table_report import load_table, markdown
     _write_table_folder(tmp_path, per_goal=True, with_zero_shot=False)
     table = load_table(tmp_path, ["grpo"], [0, 1], 2)
-    text = markdown(table, 5, depths={"a": 1, "b": 1, "c": 2})       # "d" has no known depth
+    text = markdown(table, depths={"a": 1, "b": 1, "c": 2})       # "d" has no known depth
     by_depth = text.split("Held-out success by goal depth")[1]
     assert "| policy | depth 1 (2 goals) | depth 2 (1 goals) | depth ? (1 goals) |" in by_depth
     assert "| warm start | 0.500 (4/8) | 0.000 (0/4) | 0.000 (0/4) |" in by_depth
@@ -213,7 +227,7 @@ def test_report_splits_held_out_success_by_goal_depth(tmp_path):
     assert "2 seeds pooled" not in by_depth          # runs only, each against the warm start
     assert "RL trained on" not in by_depth            # no screen in this folder
     (tmp_path / "screen.json").write_text(json.dumps({"by_task": {"a": [1, 1], "b": [0, 1], "c": [0, 1]}}))
-    by_depth = markdown(load_table(tmp_path, ["grpo"], [0, 1], 2), 5, depths={"a": 1, "b": 1, "c": 2})
+    by_depth = markdown(load_table(tmp_path, ["grpo"], [0, 1], 2), depths={"a": 1, "b": 1, "c": 2})
     assert "the screen: 1 of 2 of depth 1, 0 of 1 of depth 2." in by_depth
 
 
@@ -222,7 +236,7 @@ def test_report_splits_held_out_success_by_recipe_shape_next_to_depth(tmp_path):
     _write_table_folder(tmp_path, per_goal=True, with_zero_shot=False)
     (tmp_path / "screen.json").write_text(json.dumps({"by_task": {"a": [1, 1], "b": [0, 1], "c": [0, 1]}}))
     table = load_table(tmp_path, ["grpo"], [0, 1], 2)
-    text = markdown(table, 5, depths={"a": 1, "b": 1, "c": 2}, shapes={"a": 1, "b": 2, "c": 2, "d": 1})
+    text = markdown(table, depths={"a": 1, "b": 1, "c": 2}, shapes={"a": 1, "b": 2, "c": 2, "d": 1})
     by_depth, by_shape = text.split("Held-out success by goal depth")[1].split(
         "Held-out success by recipe shape")
     assert "| policy | depth 1 (2 goals)" in by_depth and "ingredient" not in by_depth
@@ -230,7 +244,7 @@ def test_report_splits_held_out_success_by_recipe_shape_next_to_depth(tmp_path):
     assert "| warm start | 0.000 (0/8) | 0.500 (4/8) |" in by_shape
     # the screen's wins by shape: what RL practised (a won; b and c, the two-ingredient goals, lost)
     assert "the screen: 1 of 1 of 1 ingredient(s), 0 of 2 of 2 ingredient(s)." in by_shape
-    assert "Held-out success by recipe shape" not in markdown(table, 5, depths={"a": 1})
+    assert "Held-out success by recipe shape" not in markdown(table, depths={"a": 1})
 
 
 def test_train_goals_replace_the_screen_and_unknown_ones_are_refused(tmp_path, capsys, keep_torch_threads,
@@ -247,6 +261,7 @@ def test_train_goals_replace_the_screen_and_unknown_ones_are_refused(tmp_path, c
     train_table.main(out + TINY[:-2] + ["--screen-repeats", "1", "--estimators", "grpo",
                                         "--train-goals", str(goals)])
     assert rl_goals == [["clock", "gold_nugget"]]        # the RL run's goals; no screen was played
+    assert sorted((tmp_path / "t" / "rl_goals.txt").read_text().split()) == ["clock", "gold_nugget"]
     assert not (tmp_path / "t" / "screen.json").exists()
     settings = json.loads((tmp_path / "t" / "table_settings.json").read_text())
     assert settings["train_goals"] == ["clock", "gold_nugget"]
@@ -274,7 +289,7 @@ def test_train_goals_may_be_chosen_after_a_warm_start_only_table(tmp_path, keep_
 def test_rl_settings_may_change_until_the_first_run_and_rl_lora_layers_adapts_the_top_blocks(
         tmp_path, monkeypatch, keep_torch_threads):
     from agents.trainer import Trainer
-    adapted = []
+    adapted, sampling = [], []
     init = Trainer.__init__
 
     def spy(self, cfg, *args, **kwargs):
@@ -282,19 +297,23 @@ def test_rl_settings_may_change_until_the_first_run_and_rl_lora_layers_adapts_th
         if cfg.out_dir.endswith("_seed0"):       # an RL run (the evaluations build trainers too)
             names = [n for n, p in self.model.named_parameters() if p.requires_grad]
             adapted.append(sorted({int(n.split(".layers.")[1].split(".")[0]) for n in names}))
+            sampling.append(cfg.task_sampling)
     monkeypatch.setattr(Trainer, "__init__", spy)
     out = ["--out", str(tmp_path)]
     train_table.main(out + TINY + ["--sft-only"])
     warm = (tmp_path / "warm_start" / "config.json").stat().st_mtime_ns
     # the warm start is reused: RL's learning rate and LoRA blocks are not part of it
-    train_table.main(out + TINY + ["--estimators", "grpo", "--lr", "1e-3", "--rl-lora-layers", "1"])
+    train_table.main(out + TINY + ["--estimators", "grpo", "--lr", "1e-3", "--rl-lora-layers", "1",
+                                   "--task-sampling", "mixed"])
     assert (tmp_path / "warm_start" / "config.json").stat().st_mtime_ns == warm
+    assert sampling == ["mixed"]
     n_blocks = json.loads((tmp_path / "warm_start" / "config.json").read_text())["num_hidden_layers"]
     assert adapted == [[n_blocks - 1]]        # the RL run's trainable tensors: the top block's only
     settings = json.loads((tmp_path / "table_settings.json").read_text())
     assert settings["lr"] == 1e-3 and settings["rl_lora_layers"] == 1
     # once a run exists they are the table's settings
-    with pytest.raises(SystemExit, match=r"'rl_lora_layers': \(1, 0\)"):
+    changed = r"'rl_lora_layers': \(1, 0\), 'task_sampling': \('mixed', 'uniform'\)"
+    with pytest.raises(SystemExit, match=changed):
         train_table.main(out + TINY + ["--estimators", "grpo", "--lr", "1e-3"])
     # a setting of the warm start itself is refused even before any run
     other = ["--out", str(tmp_path / "w")] + TINY
