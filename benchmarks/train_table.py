@@ -13,7 +13,8 @@ fixed env and decoding seeds) zero-shot, after the warm start (= before RL: the 
 and after each RL run, each with 95% confidence intervals over episodes (normal approximation) and over
 goals (``benchmarks/table_report.py``: a goal's episodes are correlated, so the latter is the honest one),
 and the change from the warm start paired goal by goal. Training-goal success per iteration is in each
-run's ``train.csv``; the table gives its mean over the first and last ``--curve-window`` iterations.
+run's ``train.csv``; the table gives its mean over the first and last ``--curve-window`` iterations
+(at most half the run each).
 Writes ``results.json``, ``table.md`` and ``table.png`` in ``--out``; rerunning with the same ``--out``
 continues the table: the zero-shot score, the warm start and finished estimator-seed runs are kept
 (``table_settings.json`` must match; the settings that shape only RL runs, ``RL_ONLY``, may change until
@@ -22,21 +23,24 @@ The warm start is not reproduced across machines: the README's depth-1 settings 
 success on one 2-core machine and 72.8% on a new one (same code and seeds), so a table's runs must share
 its own warm start, and a table continued on another machine needs its folder copied there.
 
-Settings and why (what each fixed, measured with ``mixed_groups``, ``kl`` and ``drift`` in train.csv):
+Settings and why (what each fixed, measured with ``mixed_groups``, ``kl`` and ``drift`` in train.csv; the
+defaults are still the first depth 1-2 table's, the README gives the commands of the later ones):
 RL samples only the training goals the warm start won in a one-time screen (``--screen-repeats``):
-sampled from all 290, half the iterations had no group with both a win and a loss and so no update;
-screened, 50-100% of the groups mixed. LoRA lr 5e-4: at 1e-4 the policy barely moved (KL <= 0.002).
-4 goals x G=8 at temperature 1.0 per iteration, 10 iterations (about 29 minutes here, the update
-two thirds of it). No invalid-format penalty (``--invalid-penalty``; see its help). Rows with zero
-advantage skip the update (``skip_zero_adv``); compact prompts with shared prefixes, episode histories
-and carried rollout caches (``agents/prefix.py``, ``agents/rollout.py``) make a step cost the line it
-adds, not its recipe list and history.
+sampled from all 290, half the iterations had no group with both a win and a loss and so no update.
 RL cannot learn what the warm start never does: no policy won a held-out goal that needs two or more
-ingredients, before or after RL, and the screen kept almost no such training goal (the report's split
-by recipe shape; ``benchmarks/goal_probe.py`` plays chosen goals and shows lost
-episodes). ``--sft-lr 1e-3`` gave a warm start that wins some multi-ingredient goals, and RL on only
-those it won in the screen (``--min-ingredients 2``) raised held-out success (README, depth-1 table).
-``--train-goals`` makes RL sample given goals instead, e.g. those with mixed outcomes in goal_probe.
+ingredients until ``--sft-lr 1e-3`` gave a warm start that wins some, and RL on the multi-ingredient
+goals it won in the screen (``--min-ingredients 2``) raised held-out success. Trained on those alone a
+policy learned to get again after every get; ``--also-simpler 8`` adds 8 one-ingredient goals. The
+budget: 6 iterations of 8 goals x G=6 at lr 1.5e-3 with RL's LoRA on the top 15 of 30 blocks
+(``--rl-lora-layers``: the backward pass stops there) take 11-15 RL minutes here. No KL term
+(``--kl-coef 0``: at most 0.001 while its reference forward cost 28% of the update), no invalid-format
+penalty (``--invalid-penalty``; see its help). Rows with zero advantage skip the update
+(``skip_zero_adv``); compact prompts with shared prefixes, episode histories and carried rollout caches
+(``agents/prefix.py``, ``agents/rollout.py``) make a step cost the line it adds.
+Curves: ``train.csv``'s success is of the goals each iteration drew; ``rl_goals.txt`` (written here) with
+``benchmarks/goal_probe.py --run RUN --goal-list TABLE/rl_goals.txt --checkpoints 0 3 6`` plays a run's
+saved policies on all its RL goals with fixed seeds. ``--task-sampling mixed`` draws goals whose groups
+mix wins and losses more often (``agents/task_sampling.py``); ``--train-goals`` gives the goals instead.
 The earlier tiny-model table (1M parameters trained from scratch) never moved held-out success: 10.8%
 before RL, 8.2-10.4% after, in all six runs; it memorised training goals and could not read new recipes.
 """
