@@ -240,6 +240,9 @@ def main(argv=None) -> None:
         ap.error("pass exactly one of --model (a base policy) and --run (an RL run's folder)")
     if args.checkpoints is not None and (args.run is None or min(args.checkpoints) < 0):
         ap.error("--checkpoints needs --run (the run that saved them) and iterations >= 0")
+    if args.checkpoints is not None and args.mixed_out is not None:
+        ap.error("--mixed-out writes one policy's goals with mixed outcomes: use it without --checkpoints "
+                 "(with --run alone it plays the run's final policy)")
     if args.goal_list is not None and not args.goal_list.is_file():
         ap.error(f"--goal-list: no file {args.goal_list}")
     args.lora = {}

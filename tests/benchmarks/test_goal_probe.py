@@ -165,6 +165,8 @@ def test_a_checkpoint_the_run_did_not_save_or_an_unknown_goal_is_refused(tmp_pat
         goal_probe.main(["--run", str(run), "--checkpoints", "0", "5"])
     with pytest.raises(SystemExit):
         goal_probe.main(["--model", "tiny", "--checkpoints", "1"])        # a checkpoint needs its run
+    with pytest.raises(SystemExit):
+        goal_probe.main(["--run", str(run), "--checkpoints", "1", "--mixed-out", str(tmp_path / "m.txt")])
     goals = tmp_path / "goals.txt"
     goals.write_text("oak_planks\nacacia_planks\n")        # acacia planks is a held-out goal
     with pytest.raises(SystemExit, match=r"not train goals of depths \[1\]: \['acacia_planks'\]"):
