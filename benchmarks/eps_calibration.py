@@ -7,13 +7,15 @@ Rolls out one batch (B tasks x G episodes, the trainer's collector, so the embed
 estimators get: the hidden state at the scaled BiPACE layer, last prompt token) and prints:
 - cosine distances between rows of one group with the same GiGPO anchor (the same env state reached
   with different histories) and with different anchors (different states), as percentiles;
-- step clusters per group at several eps against GiGPO's exact anchors per group.
+- step clusters per group at several eps against GiGPO's exact anchors per group, with the share of rows
+  whose cluster holds other states too (merged) and whose state is spread over several clusters (split).
 An eps below most different-state distances and above most same-state ones groups like the anchors
 do; a larger one merges different states (their returns then share one baseline).
 """
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 
@@ -38,12 +40,26 @@ def pair_distances(batch) -> tuple[np.ndarray, np.ndarray]:
     return np.concatenate(same), np.concatenate(diff)
 
 
+def cluster_agreement(anchor_codes: np.ndarray, cluster_codes: np.ndarray) -> tuple[float, float]:
+    """Share of rows whose cluster holds more than one anchor (different states merged, so their returns
+    share a baseline) and share of rows whose anchor is spread over more than one cluster (one state
+    split, so its actions are not compared with each other). Both codes are dense per-row group codes
+    that never cross rollout groups (``estimators.step_groups``)."""
+    pairs = np.unique(np.stack([cluster_codes, anchor_codes], axis=1), axis=0)
+    anchors_per_cluster = np.bincount(pairs[:, 0], minlength=int(cluster_codes.max()) + 1)
+    clusters_per_anchor = np.bincount(pairs[:, 1], minlength=int(anchor_codes.max()) + 1)
+    return (float(np.mean(anchors_per_cluster[cluster_codes] > 1)),
+            float(np.mean(clusters_per_anchor[anchor_codes] > 1)))
+
+
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--model", default="smollm2-135m", help="preset, hub id or folder (e.g. a warm start)")
     ap.add_argument("--tasks", type=int, default=8)
     ap.add_argument("--group-size", type=int, default=8)
     ap.add_argument("--max-steps", type=int, default=8)
+    ap.add_argument("--history-length", type=int, default=8)
+    ap.add_argument("--depths", type=int, nargs="+", default=[1, 2], help="TextCraft goal depths")
     ap.add_argument("--temperature", type=float, default=1.0)
     ap.add_argument("--eps", type=float, nargs="+", default=[0.005, 0.01, 0.02, 0.05, 0.1])
     ap.add_argument("--threads", type=int, default=2)
@@ -55,8 +71,9 @@ def main(argv=None) -> None:
     from benchmarks.group_stats import group_stats, step_groups
     cfg = TrainConfig(env="textcraft", model=args.model, out_dir=args.out, compact_prompts="yes",
                       require_think="no",
-                      env_kwargs='{"preset": "agentgym", "depths": [1, 2]}', max_steps=args.max_steps,
-                      history_length=8, show_admissible=False, max_new_tokens=32, batch_tasks=args.tasks,
+                      env_kwargs=json.dumps({"preset": "agentgym", "depths": args.depths}),
+                      max_steps=args.max_steps, history_length=args.history_length, show_admissible=False,
+                      max_new_tokens=32, batch_tasks=args.tasks,
                       group_size=args.group_size, temperature=args.temperature, threads=args.threads,
                       tensorboard=False, progress=False)
     trainer = Trainer(cfg)
@@ -71,14 +88,18 @@ def main(argv=None) -> None:
     print(f"cosine distance, different anchors ({len(diff)} pairs): p10/p50/p90 = "
           + " / ".join(f"{v:.4f}" for v in np.percentile(diff, q)) if len(diff)
           else "no different-anchor pairs")
-    anchors = group_stats(batch, step_groups(batch, "gigpo"))["clusters_per_group"]
+    anchor_codes = step_groups(batch, "gigpo")
+    anchors = group_stats(batch, anchor_codes)["clusters_per_group"]
     print(f"GiGPO exact anchors per group: {anchors:.1f}")
-    print("| eps | clusters per group | different-anchor pairs merged (distance < eps) |")
-    print("|---|---|---|")
+    print("| eps | clusters per group | different-anchor pairs closer than eps | rows in a cluster with "
+          "other states | rows whose state is split |")
+    print("|---|---|---|---|---|")
     for eps in args.eps:
-        clusters = group_stats(batch, step_groups(batch, "bigpo", eps=eps))["clusters_per_group"]
-        merged = float(np.mean(diff < eps)) if len(diff) else float("nan")
-        print(f"| {eps} | {clusters:.1f} | {merged:.3f} |")
+        codes = step_groups(batch, "bigpo", eps=eps)
+        clusters = group_stats(batch, codes)["clusters_per_group"]
+        close = float(np.mean(diff < eps)) if len(diff) else float("nan")
+        merged, split = cluster_agreement(anchor_codes, codes)
+        print(f"| {eps} | {clusters:.1f} | {close:.3f} | {merged:.3f} | {split:.3f} |")
 
 
 if __name__ == "__main__":
