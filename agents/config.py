@@ -69,7 +69,8 @@ class TrainConfig:
     truncation: str = opt("error", "over-long prompts: error | left")
     temperature: float = opt(1.0, "rollout sampling temperature")
     top_p: float = opt(1.0, "rollout nucleus sampling")
-    hidden_layer: int = opt(0, "hidden_states index of the BiGPO embedding (0 = -12-of-28 depth, scaled)")
+    hidden_layer: int = opt(0, "hidden_states index of the BiGPO embedding (0 = the model preset's: -1 for "
+                               "smollm2-135m, else BiPACE's -12-of-28 depth, scaled)")
     capture_hidden: bool = opt(True, "record the embedding during generation (needed by bigpo/bipace)")
     key_kind: str = opt("action_tag", "PACE action key: action_tag | first_token | projected (the action "
                                       "sent to the env)")
@@ -169,6 +170,10 @@ class TrainConfig:
 
     def resolved_eps(self) -> float:
         return self.eps if self.eps > 0 else (self.preset().eps if self.preset() else 0.05)
+
+    def resolved_hidden_layer(self) -> int | None:
+        """The embedding layer, or None for BiPACE's depth scaled to the model."""
+        return self.hidden_layer or (self.preset().hidden_layer if self.preset() else 0) or None
 
     def resolved_lr(self) -> float:
         return self.lr if self.lr > 0 else (self.preset().rl_lr if self.preset() else 3e-6)

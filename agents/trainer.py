@@ -181,7 +181,7 @@ class Trainer:
                                  max_prompt_tokens=c.max_prompt_tokens, truncation=c.truncation,
                                  temperature=temp if temp > 0 else 1.0, top_p=c.top_p if train else 1.0,
                                  do_sample=temp > 0, capture_hidden=c.capture_hidden and train,
-                                 hidden_layer=c.hidden_layer or None, logprobs=train,
+                                 hidden_layer=c.resolved_hidden_layer(), logprobs=train,
                                  require_think=self.prompt_settings.require_think, key_kind=c.key_kind,
                                  share_prefix=c.share_prefix, carry_cache=c.carry_cache and c.compact())
             n_eval = min(c.eval_tasks or len(self.eval_tasks), len(self.eval_tasks))

@@ -1,16 +1,17 @@
 """BiGPO/BiPACE's cosine radius ``eps`` for a given policy: do its hidden states tell TextCraft states apart?
 
     python benchmarks/eps_calibration.py --model smollm2-135m
-    python benchmarks/eps_calibration.py --model runs/table/warm_start --tasks 8 --group-size 8
+    python benchmarks/eps_calibration.py --model runs/table/warm_start --group-size 8 --hidden-layer -1
 
 Rolls out one batch (B tasks x G episodes, the trainer's collector, so the embedding is the one the
-estimators get: the hidden state at the scaled BiPACE layer, last prompt token) and prints:
+estimators get: the hidden state at ``--hidden-layer``, last prompt token) and prints:
 - cosine distances between rows of one group with the same GiGPO anchor (the same env state reached
   with different histories) and with different anchors (different states), as percentiles;
 - step clusters per group at several eps against GiGPO's exact anchors per group, with the share of rows
   whose cluster holds other states too (merged) and whose state is spread over several clusters (split).
 An eps below most different-state distances and above most same-state ones groups like the anchors
-do; a larger one merges different states (their returns then share one baseline).
+do; a larger one merges different states (their returns then share one baseline). A warm start's
+folder is no preset: give it its preset's layer (-1 for smollm2-135m), or compare layers, one call each.
 """
 from __future__ import annotations
 
@@ -62,6 +63,9 @@ def main(argv=None) -> None:
     ap.add_argument("--depths", type=int, nargs="+", default=[1, 2], help="TextCraft goal depths")
     ap.add_argument("--temperature", type=float, default=1.0)
     ap.add_argument("--eps", type=float, nargs="+", default=[0.005, 0.01, 0.02, 0.05, 0.1])
+    ap.add_argument("--hidden-layer", type=int, default=0,
+                    help="HF hidden_states index of the embedding (0 = BiPACE's depth scaled to the model); "
+                         "the trainer's --hidden-layer")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--out", default="/tmp/bipace-eps", help="scratch folder for the trainer's files")
     args = ap.parse_args(argv)
@@ -75,7 +79,7 @@ def main(argv=None) -> None:
                       max_steps=args.max_steps, history_length=args.history_length, show_admissible=False,
                       max_new_tokens=32, batch_tasks=args.tasks,
                       group_size=args.group_size, temperature=args.temperature, threads=args.threads,
-                      tensorboard=False, progress=False)
+                      hidden_layer=args.hidden_layer, tensorboard=False, progress=False)
     trainer = Trainer(cfg)
     ro, _ = trainer.rollout(1)
     batch = ro.batch

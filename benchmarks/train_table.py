@@ -65,7 +65,7 @@ from benchmarks.table_report import (curve_ends, curve_window, fmt,  # noqa: E40
 # table's first RL run may take other values than an earlier call that stopped before any run
 RL_ONLY = ("train_goals", "min_ingredients", "also_simpler", "rl_lora_layers", "iterations", "batch_tasks",
            "group_size", "lr", "kl_coef", "invalid_penalty", "skip_zero_adv", "mini_batch_rows", "ppo_epochs",
-           "drift_rows", "rl_rename", "eval_every", "task_sampling")
+           "drift_rows", "rl_rename", "eval_every", "task_sampling", "hidden_layer")
 
 
 def training_curve(run_dir: Path, iterations: int, window: int) -> tuple[float, float]:
@@ -221,6 +221,10 @@ def main(argv=None) -> None:
                     help="how an RL iteration draws its --batch-tasks goals: uniform, or mixed (favouring "
                          "goals whose groups have mixed wins and losses so far in the run; "
                          "agents/task_sampling.py)")
+    ap.add_argument("--hidden-layer", type=int, default=None,
+                    help="HF hidden_states index of BiGPO/BiPACE's embedding (default: the model "
+                         "preset's, -1 for smollm2-135m; 0 = BiPACE's -12-of-28 depth scaled, what tables "
+                         "before this option ran)")
     ap.add_argument("--eval-every", type=int, default=0,
                     help="also evaluate every N iterations (0 = before/after only)")
     ap.add_argument("--depths", type=int, nargs="+", default=[1, 2],
@@ -244,6 +248,9 @@ def main(argv=None) -> None:
                          "without them the prompt shows the recipe lines, ~200 tokens)")
     args = ap.parse_args(argv)
     out = Path(args.out)
+    if args.hidden_layer is None:
+        from agents.models import MODEL_PRESETS
+        args.hidden_layer = MODEL_PRESETS[args.model].hidden_layer if args.model in MODEL_PRESETS else 0
     from bipace_envs.textcraft.tasks import list_tasks
     try:        # before anything is written: a table folder keeps the settings it was started with
         list_tasks("agentgym", "test", tuple(args.depths))
@@ -282,6 +289,7 @@ def main(argv=None) -> None:
     warm_eval_file = out / "warm_start_eval.json"
     # a setting added after a table was started is read as its default there (what that table ran with)
     old = json.loads(settings_file.read_text()) if settings_file.exists() else shaping
+    old.setdefault("hidden_layer", 0)   # tables from before --hidden-layer ran BiPACE's scaled depth
     then = {k: old.get(k, ap.get_default(k)) for k in shaping}
     diff = {k: (then[k], v) for k, v in shaping.items() if then[k] != v}
     if not any(out.glob("*_seed*")):      # these shape RL runs only: settable until the first starts
@@ -352,7 +360,7 @@ def main(argv=None) -> None:
                               iterations=args.iterations, batch_tasks=args.batch_tasks,
                               group_size=args.group_size,
                               lr=args.lr, kl_coef=args.kl_coef, invalid_penalty=args.invalid_penalty,
-                              skip_zero_adv=args.skip_zero_adv, eps=eps,
+                              skip_zero_adv=args.skip_zero_adv, eps=eps, hidden_layer=args.hidden_layer,
                               rl_rename=args.rl_rename, eval_every=args.eval_every,
                               task_sampling=args.task_sampling,
                               temperature=args.temperature,

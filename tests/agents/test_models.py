@@ -71,3 +71,13 @@ def test_no_future_warnings_from_checkpointing_and_lora(tiny):
         model, _ = load_policy("tiny", gradient_checkpointing=True)
         assert model.is_activation_checkpointing
         add_lora(model, LoraSettings(rank=4, alpha=8))
+
+
+def test_the_embedding_layer_comes_from_the_model_preset_unless_given():
+    from agents.config import TrainConfig
+    from agents.models import MODEL_PRESETS, SMOLLM2, TINY
+    # smollm2-135m's states separate at its last block, not at BiPACE's depth (benchmarks/eps_calibration.py)
+    assert TrainConfig(model=SMOLLM2).resolved_hidden_layer() == MODEL_PRESETS[SMOLLM2].hidden_layer == -1
+    assert TrainConfig(model=SMOLLM2, hidden_layer=-5).resolved_hidden_layer() == -5
+    assert TrainConfig(model=TINY).resolved_hidden_layer() is None          # BiPACE's depth, scaled
+    assert TrainConfig(model="some/folder").resolved_hidden_layer() is None

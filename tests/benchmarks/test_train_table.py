@@ -56,7 +56,7 @@ def test_rerun_keeps_finished_runs_adds_missing_ones_and_refuses_other_settings(
 
     # a table started before --depths existed ran with its default: it continues, and refuses another value
     settings = json.loads((tmp_path / "table_settings.json").read_text())
-    del settings["depths"]
+    del settings["depths"], settings["hidden_layer"]    # hidden_layer: read as 0, BiPACE's scaled depth
     (tmp_path / "table_settings.json").write_text(json.dumps(settings))
     train_table.main(out + TINY + ["--estimators", "grpo", "gigpo"])
     with pytest.raises(SystemExit, match="'depths': \\(\\[1, 2\\], \\[1\\]\\)"):
@@ -289,7 +289,7 @@ def test_train_goals_may_be_chosen_after_a_warm_start_only_table(tmp_path, keep_
 def test_rl_settings_may_change_until_the_first_run_and_rl_lora_layers_adapts_the_top_blocks(
         tmp_path, monkeypatch, keep_torch_threads):
     from agents.trainer import Trainer
-    adapted, sampling = [], []
+    adapted, sampling, layers = [], [], []
     init = Trainer.__init__
 
     def spy(self, cfg, *args, **kwargs):
@@ -298,21 +298,23 @@ def test_rl_settings_may_change_until_the_first_run_and_rl_lora_layers_adapts_th
             names = [n for n, p in self.model.named_parameters() if p.requires_grad]
             adapted.append(sorted({int(n.split(".layers.")[1].split(".")[0]) for n in names}))
             sampling.append(cfg.task_sampling)
+            layers.append(self.collector("train").capture.layer)
     monkeypatch.setattr(Trainer, "__init__", spy)
     out = ["--out", str(tmp_path)]
     train_table.main(out + TINY + ["--sft-only"])
     warm = (tmp_path / "warm_start" / "config.json").stat().st_mtime_ns
     # the warm start is reused: RL's learning rate and LoRA blocks are not part of it
     train_table.main(out + TINY + ["--estimators", "grpo", "--lr", "1e-3", "--rl-lora-layers", "1",
-                                   "--task-sampling", "mixed"])
+                                   "--task-sampling", "mixed", "--hidden-layer", "-2"])
     assert (tmp_path / "warm_start" / "config.json").stat().st_mtime_ns == warm
-    assert sampling == ["mixed"]
+    assert sampling == ["mixed"] and layers == [-2]     # the embedding BiGPO/BiPACE would get
     n_blocks = json.loads((tmp_path / "warm_start" / "config.json").read_text())["num_hidden_layers"]
     assert adapted == [[n_blocks - 1]]        # the RL run's trainable tensors: the top block's only
     settings = json.loads((tmp_path / "table_settings.json").read_text())
     assert settings["lr"] == 1e-3 and settings["rl_lora_layers"] == 1
     # once a run exists they are the table's settings
-    changed = r"'rl_lora_layers': \(1, 0\), 'task_sampling': \('mixed', 'uniform'\)"
+    changed = (r"'rl_lora_layers': \(1, 0\), 'task_sampling': \('mixed', 'uniform'\), "
+               r"'hidden_layer': \(-2, 0\)")
     with pytest.raises(SystemExit, match=changed):
         train_table.main(out + TINY + ["--estimators", "grpo", "--lr", "1e-3"])
     # a setting of the warm start itself is refused even before any run
