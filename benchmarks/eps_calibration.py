@@ -64,8 +64,8 @@ def main(argv=None) -> None:
     ap.add_argument("--temperature", type=float, default=1.0)
     ap.add_argument("--eps", type=float, nargs="+", default=[0.005, 0.01, 0.02, 0.05, 0.1])
     ap.add_argument("--hidden-layer", type=int, default=0,
-                    help="HF hidden_states index of the embedding (0 = BiPACE's depth scaled to the model); "
-                         "the trainer's --hidden-layer")
+                    help="HF hidden_states index of the embedding (0 = the trainer's default: a preset's own "
+                         "layer, else BiPACE's depth scaled to the model)")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--out", default="/tmp/bipace-eps", help="scratch folder for the trainer's files")
     args = ap.parse_args(argv)

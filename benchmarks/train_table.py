@@ -248,9 +248,12 @@ def main(argv=None) -> None:
                          "without them the prompt shows the recipe lines, ~200 tokens)")
     args = ap.parse_args(argv)
     out = Path(args.out)
+    # the RL runs load the warm start's folder, no preset: they take BiGPO's layer and radius from the
+    # model it came from (as TrainConfig resolves them for that model)
+    from agents.config import TrainConfig
+    of_model = TrainConfig(model=args.model)
     if args.hidden_layer is None:
-        from agents.models import MODEL_PRESETS
-        args.hidden_layer = MODEL_PRESETS[args.model].hidden_layer if args.model in MODEL_PRESETS else 0
+        args.hidden_layer = of_model.resolved_hidden_layer() or 0
     from bipace_envs.textcraft.tasks import list_tasks
     try:        # before anything is written: a table folder keeps the settings it was started with
         list_tasks("agentgym", "test", tuple(args.depths))
@@ -271,9 +274,7 @@ def main(argv=None) -> None:
         return
 
     import torch
-    from agents.config import TrainConfig
     from agents.envs import get_env_spec
-    from agents.models import MODEL_PRESETS
     from agents.prompts import PromptSettings
     from agents.sft import run_sft
     from agents.trainer import Trainer
@@ -333,8 +334,7 @@ def main(argv=None) -> None:
     print(f"warm start ready in {sft_s:.0f}s: {warm}", flush=True)
     if args.sft_only:
         return
-    # the RL runs load the warm start's folder, so they take BiGPO's radius from the model it came from
-    eps = MODEL_PRESETS[args.model].eps if args.model in MODEL_PRESETS else 0.05
+    eps = of_model.resolved_eps()
     # the warm start is every RL run's policy before its first update
     before = evaluate_once(warm_eval_file, str(warm), out / "warm_eval", common)
     print(f"warm start held-out success {fmt(before['eval_success'], before['eval_n'])}", flush=True)
