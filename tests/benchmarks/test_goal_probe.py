@@ -30,6 +30,9 @@ def test_report_counts_mixed_and_never_won_goals_by_shape():
     assert lines[3].split() == ["c", "2", "2"]           # never lost: no actions shown
     short = goal_probe.report(seen, {"a": 1, "b": 2, "c": 2, "d": 2}, repeats=2, show=1)
     assert "\nb " not in short and "mixed 1, never won 1" in short   # goal lines cut, summary kept
+    assert "... 3 more goals (--show)" in short
+    summary = goal_probe.report(seen, {"a": 1, "b": 2, "c": 2, "d": 2}, repeats=2, show=0)
+    assert summary.startswith("by recipe shape:") and "mixed 1, never won 1" in summary
 
 
 def test_probe_plays_the_repeats_of_goals_of_the_chosen_shape(tmp_path, capsys, keep_torch_threads):

@@ -50,8 +50,12 @@ def test_rerun_keeps_finished_runs_adds_missing_ones_and_refuses_other_settings(
     assert second[1]["eval_before"] == first[0]["eval_before"] and second[1]["sft_s"] == first[0]["sft_s"]
     assert "grpo seed 0: kept" in capsys.readouterr().out
 
-    with pytest.raises(SystemExit, match="other settings.*'lr': \\(0.0005, 0.001\\)"):
+    with pytest.raises(SystemExit, match="other settings.*'lr': \\(0.0015, 0.001\\)"):
         train_table.main(out + TINY + ["--estimators", "bipace", "--lr", "1e-3"])
+    assert json.loads((tmp_path / "results.json").read_text()) == second
+    # flags left out take the table's own settings (tiny model, 1 iteration, ...), not the defaults
+    train_table.main(out + ["--estimators", "grpo", "gigpo", "--seeds", "0", "--threads", "1"])
+    assert "gigpo seed 0: kept" in capsys.readouterr().out
     assert json.loads((tmp_path / "results.json").read_text()) == second
 
     # a table started before --depths existed ran with its default: it continues, and refuses another value
@@ -82,6 +86,9 @@ def test_depths_choose_the_goals_of_warm_start_rl_and_evaluation(tmp_path, keep_
     assert warm_eval["wall_s"] > 0 and not list(tmp_path.glob("*.chunks.jsonl"))
     rl = json.loads((tmp_path / "grpo_seed0" / "config.json").read_text())
     assert json.loads(rl["env_kwargs"])["depths"] == [1]
+    # RL's LoRA by default: the top half of the warm start's blocks (tiny: 2 of 4)
+    n_blocks = json.loads((tmp_path / "warm_start" / "config.json").read_text())["num_hidden_layers"]
+    assert rl["lora_layers"] == n_blocks // 2 == 2
 
 
 def test_a_run_stopped_after_a_checkpoint_continues_instead_of_restarting(tmp_path, keep_torch_threads):
@@ -99,7 +106,7 @@ def test_screen_limits_rl_to_the_training_goals_the_warm_start_won(tmp_path, cap
                                                                    keep_torch_threads):
     from agents.trainer import Trainer
     out = ["--out", str(tmp_path)]
-    screened = TINY[:-1] + ["1"]
+    screened = TINY[:-1] + ["1", "--min-ingredients", "1"]
     # the untrained tiny model wins no goal: the screen runs over every training goal, then says so
     with pytest.raises(SystemExit, match="won no training goal"):
         train_table.main(out + screened + ["--estimators", "grpo"])
@@ -253,7 +260,7 @@ def test_train_goals_replace_the_screen_and_unknown_ones_are_refused(tmp_path, c
     bad.write_text("clock\nacacia_planks\n")        # acacia planks is a held-out goal
     with pytest.raises(SystemExit):
         train_table.main(["--out", str(tmp_path / "t")] + TINY + ["--train-goals", str(bad)])
-    assert "not training goals of depths [1, 2]: ['acacia_planks']" in capsys.readouterr().err
+    assert "not training goals of depths [1]: ['acacia_planks']" in capsys.readouterr().err
     assert not (tmp_path / "t").exists()
     goals = tmp_path / "goals.txt"
     goals.write_text("# two training goals\nclock   # two ingredients\ngold_nugget\n\n")
@@ -312,22 +319,24 @@ def test_rl_settings_may_change_until_the_first_run_and_rl_lora_layers_adapts_th
     assert adapted == [[n_blocks - 1]]        # the RL run's trainable tensors: the top block's only
     settings = json.loads((tmp_path / "table_settings.json").read_text())
     assert settings["lr"] == 1e-3 and settings["rl_lora_layers"] == 1
-    # once a run exists they are the table's settings
+    # once a run exists they are the table's settings: left out, they are kept; given, refused
+    train_table.main(out + TINY + ["--estimators", "grpo"])
     changed = (r"'rl_lora_layers': \(1, 0\), 'task_sampling': \('mixed', 'uniform'\), "
                r"'hidden_layer': \(-2, 0\)")
     with pytest.raises(SystemExit, match=changed):
-        train_table.main(out + TINY + ["--estimators", "grpo", "--lr", "1e-3"])
+        train_table.main(out + TINY + ["--estimators", "grpo", "--rl-lora-layers", "0", "--task-sampling",
+                                       "uniform", "--hidden-layer", "0"])
     # a setting of the warm start itself is refused even before any run
     other = ["--out", str(tmp_path / "w")] + TINY
     train_table.main(other + ["--sft-only"])
-    with pytest.raises(SystemExit, match=r"'sft_lr': \(0.0002, 0.001\)"):
-        train_table.main(other + ["--sft-only", "--sft-lr", "1e-3"])
+    with pytest.raises(SystemExit, match=r"'sft_lr': \(0.001, 0.0002\)"):
+        train_table.main(other + ["--sft-only", "--sft-lr", "2e-4"])
 
 
 def test_min_ingredients_keeps_the_screened_goals_of_that_recipe_shape(tmp_path, capsys, rl_goals,
                                                                        keep_torch_threads):
     out = ["--out", str(tmp_path)]
-    screened = TINY[:-1] + ["1"]
+    screened = TINY[:-1] + ["1", "--also-simpler", "0"]
     for args, why in ((screened + ["--min-ingredients", "0"], "must be >= 1"),
                       (TINY + ["--min-ingredients", "2"], "needs --screen-repeats >= 1")):
         with pytest.raises(SystemExit):
@@ -365,11 +374,20 @@ def test_also_simpler_adds_a_fixed_draw_of_won_single_recipe_goals_of_fewer_ingr
 
 
 def test_also_simpler_needs_a_min_ingredients_to_be_simpler_than(tmp_path, capsys):
-    for extra in (["--also-simpler", "2"], ["--min-ingredients", "2", "--also-simpler", "-1"]):
+    for extra in (["--min-ingredients", "1", "--also-simpler", "2"], ["--also-simpler", "-1"]):
         with pytest.raises(SystemExit):
             train_table.main(["--out", str(tmp_path)] + TINY[:-1] + ["1"] + extra)
         assert "--also-simpler" in capsys.readouterr().err
     assert not (tmp_path / "table_settings.json").exists()
+
+
+def test_rl_goals_default_to_the_screens_multi_ingredient_goals_and_8_simpler_ones(tmp_path,
+                                                                                   keep_torch_threads):
+    for screen, expected in (("1", (2, 8)), ("0", (1, 0))):     # without a screen nothing to filter
+        out = tmp_path / f"screen{screen}"
+        train_table.main(["--out", str(out)] + TINY[:-1] + [screen, "--sft-only"])
+        settings = json.loads((out / "table_settings.json").read_text())
+        assert (settings["min_ingredients"], settings["also_simpler"]) == expected
 
 
 def test_textcraft_shapes_count_the_ingredients_of_the_simplest_recipe():
