@@ -158,28 +158,25 @@ def load_run_adapter(model, run: Path, adapter: Path | None = None) -> None:
 
 
 def report(seen: dict, shapes: dict, repeats: int, show: int) -> str:
-    lines = [f"{'goal':30s} ingr. won/{repeats}  one lost episode's actions"]
+    table = [f"{'goal':30s} ingr. won/{repeats}  one lost episode's actions"]
     for goal, rec in seen.items():
         won = sum(rec["won"])
         lost = " | ".join(rec["lost"] or [])[:150] if won < len(rec["won"]) else ""
-        lines.append(f"{goal:30s} {shapes.get(goal, '?'):>5} {won:4d}    {lost}")
-    lines.append("")
-    lines.append("by recipe shape: goals, success, goals with mixed outcomes (signal for a group of "
-                 f"{repeats}), goals never won")
+        table.append(f"{goal:30s} {shapes.get(goal, '?'):>5} {won:4d}    {lost}")
+    if show < len(seen):     # --show 0: the summary alone, without a goal table's bare header
+        table = table[:show + 1] + [f"... {len(seen) - show} more goals (--show)"] if show > 0 else []
+    summary = ["by recipe shape: goals, success, goals with mixed outcomes (signal for a group of "
+               f"{repeats}), goals never won"]
     by_shape: dict = {}
     for goal, rec in seen.items():
         by_shape.setdefault(shapes.get(goal, 0), []).append(rec["won"])
     for n, recs in sorted(by_shape.items()):
         rates = np.array([np.mean(r) for r in recs])
         mixed = int(np.sum((rates > 0) & (rates < 1)))
-        lines.append(f"  {n} ingredient(s): {len(recs):3d} goals, success {rates.mean():.3f} "
-                     f"({int(sum(map(sum, recs)))}/{sum(map(len, recs))}), mixed {mixed}, "
-                     f"never won {int(np.sum(rates == 0))}")
-    if show >= len(seen):
-        return "\n".join(lines)
-    # --show 0: the summary alone, without a goal table's bare header
-    head = lines[:show + 1] + [f"... {len(seen) - show} more goals (--show)"] if show > 0 else []
-    return "\n".join(head + lines[len(seen) + 1 + (show == 0):])
+        summary.append(f"  {n} ingredient(s): {len(recs):3d} goals, success {rates.mean():.3f} "
+                       f"({int(sum(map(sum, recs)))}/{sum(map(len, recs))}), mixed {mixed}, "
+                       f"never won {int(np.sum(rates == 0))}")
+    return "\n".join(table + [""] * bool(table) + summary)
 
 
 def by_task(seen: dict) -> dict:
