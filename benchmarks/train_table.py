@@ -21,8 +21,8 @@ the settings in its ``table_settings.json`` are the defaults (a flag given with 
 the settings that shape only RL runs, ``RL_ONLY``, may change until the first run starts, so a table
 stopped after its warm start and screen can take another RL setting).
 The warm start is not reproduced across machines: the README's depth-1 settings gave 76.2% held-out
-success on one 2-core machine and 72.8% on a new one (same code and seeds), so a table's runs must share
-its own warm start, and a table continued on another machine needs its folder copied there.
+success on one 2-core machine and 72.8% on two others (same code and seeds), so a table's runs must
+share its own warm start, and a table continued on another machine needs its folder copied there.
 
 Settings and why (what each fixed, measured with ``mixed_groups``, ``kl`` and ``drift`` in train.csv; the
 defaults are the README's last depth-1 table's, ``EARLIER_DEFAULTS`` the first depth 1-2 table's):
