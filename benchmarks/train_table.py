@@ -66,7 +66,8 @@ from benchmarks.table_report import (curve_ends, curve_window, fmt,  # noqa: E40
 # table's first RL run may take other values than an earlier call that stopped before any run
 RL_ONLY = ("train_goals", "min_ingredients", "also_simpler", "rl_lora_layers", "iterations", "batch_tasks",
            "group_size", "lr", "kl_coef", "invalid_penalty", "skip_zero_adv", "mini_batch_rows", "ppo_epochs",
-           "drift_rows", "rl_rename", "eval_every", "task_sampling", "hidden_layer")
+           "drift_rows", "rl_rename", "eval_every", "task_sampling", "hidden_layer", "mode",
+           "dynamic_sampling")
 # A table folder stores the settings it ran with; one missing from its table_settings.json was added after
 # the table started, and the table ran with that setting's default of the time. The defaults became the
 # README's depth-1 setting on 2026-12-03; these are the ones before (a default changed later goes here too).
@@ -247,6 +248,13 @@ def main(argv=None) -> None:
                     help="how an RL iteration draws its --batch-tasks goals: uniform, or mixed (favouring "
                          "goals whose groups have mixed wins and losses so far in the run; "
                          "agents/task_sampling.py)")
+    ap.add_argument("--dynamic-sampling", action=argparse.BooleanOptionalAction, default=False,
+                    help="DAPO's dynamic sampling: an iteration drops the groups whose episodes all ended "
+                         "alike and plays up to 2 more batches of goals to refill its --batch-tasks groups "
+                         "(agents/dynamic_sampling.py)")
+    ap.add_argument("--mode", default=None, choices=["mean_norm", "mean_std_norm"],
+                    help="advantage normalisation of every estimator (default: each estimator's own: "
+                         "mean_std_norm for grpo, mean_norm for gigpo and bipace)")
     ap.add_argument("--hidden-layer", type=int, default=None,
                     help="HF hidden_states index of BiGPO/BiPACE's embedding (default: the model "
                          "preset's, -1 for smollm2-135m; 0 = BiPACE's -12-of-28 depth scaled, what tables "
@@ -396,7 +404,8 @@ def main(argv=None) -> None:
                               lr=args.lr, kl_coef=args.kl_coef, invalid_penalty=args.invalid_penalty,
                               skip_zero_adv=args.skip_zero_adv, eps=eps, hidden_layer=args.hidden_layer,
                               rl_rename=args.rl_rename, eval_every=args.eval_every,
-                              task_sampling=args.task_sampling,
+                              task_sampling=args.task_sampling, mode=args.mode,
+                              dynamic_sampling=args.dynamic_sampling,
                               temperature=args.temperature,
                               checkpoint_every=1, mini_batch_rows=args.mini_batch_rows, micro_batch_rows=16,
                               ppo_epochs=args.ppo_epochs, drift_rows=args.drift_rows,

@@ -296,7 +296,7 @@ def test_train_goals_may_be_chosen_after_a_warm_start_only_table(tmp_path, keep_
 def test_rl_settings_may_change_until_the_first_run_and_rl_lora_layers_adapts_the_top_blocks(
         tmp_path, monkeypatch, keep_torch_threads):
     from agents.trainer import Trainer
-    adapted, sampling, layers = [], [], []
+    adapted, sampling, layers, modes = [], [], [], []
     init = Trainer.__init__
 
     def spy(self, cfg, *args, **kwargs):
@@ -306,15 +306,18 @@ def test_rl_settings_may_change_until_the_first_run_and_rl_lora_layers_adapts_th
             adapted.append(sorted({int(n.split(".layers.")[1].split(".")[0]) for n in names}))
             sampling.append(cfg.task_sampling)
             layers.append(self.collector("train").capture.layer)
+            modes.append((self.mode, cfg.dynamic_sampling))
     monkeypatch.setattr(Trainer, "__init__", spy)
     out = ["--out", str(tmp_path)]
     train_table.main(out + TINY + ["--sft-only"])
     warm = (tmp_path / "warm_start" / "config.json").stat().st_mtime_ns
     # the warm start is reused: RL's learning rate and LoRA blocks are not part of it
     train_table.main(out + TINY + ["--estimators", "grpo", "--lr", "1e-3", "--rl-lora-layers", "1",
-                                   "--task-sampling", "mixed", "--hidden-layer", "-2"])
+                                   "--task-sampling", "mixed", "--hidden-layer", "-2", "--mode", "mean_norm",
+                                   "--dynamic-sampling"])
     assert (tmp_path / "warm_start" / "config.json").stat().st_mtime_ns == warm
     assert sampling == ["mixed"] and layers == [-2]     # the embedding BiGPO/BiPACE would get
+    assert modes == [("mean_norm", True)]       # not grpo's own mean_std_norm
     n_blocks = json.loads((tmp_path / "warm_start" / "config.json").read_text())["num_hidden_layers"]
     assert adapted == [[n_blocks - 1]]        # the RL run's trainable tensors: the top block's only
     settings = json.loads((tmp_path / "table_settings.json").read_text())
@@ -322,10 +325,10 @@ def test_rl_settings_may_change_until_the_first_run_and_rl_lora_layers_adapts_th
     # once a run exists they are the table's settings: left out, they are kept; given, refused
     train_table.main(out + TINY + ["--estimators", "grpo"])
     changed = (r"'rl_lora_layers': \(1, 0\), 'task_sampling': \('mixed', 'uniform'\), "
-               r"'hidden_layer': \(-2, 0\)")
+               r"'mode': \('mean_norm', 'mean_std_norm'\), 'hidden_layer': \(-2, 0\)")
     with pytest.raises(SystemExit, match=changed):
         train_table.main(out + TINY + ["--estimators", "grpo", "--rl-lora-layers", "0", "--task-sampling",
-                                       "uniform", "--hidden-layer", "0"])
+                                       "uniform", "--hidden-layer", "0", "--mode", "mean_std_norm"])
     # a setting of the warm start itself is refused even before any run
     other = ["--out", str(tmp_path / "w")] + TINY
     train_table.main(other + ["--sft-only"])
