@@ -60,6 +60,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from benchmarks.table_report import (curve_ends, curve_window, fmt,  # noqa: E402  (needs the path above)
                                      screen_choice, success_curve, write_report)
+from estimators.returns import MODES  # noqa: E402
 
 
 # settings that shape the RL runs and nothing before them (warm start, its evaluation, the screen): a
@@ -252,7 +253,7 @@ def main(argv=None) -> None:
                     help="DAPO's dynamic sampling: an iteration drops the groups whose episodes all ended "
                          "alike and plays up to 2 more batches of goals to refill its --batch-tasks groups "
                          "(agents/dynamic_sampling.py)")
-    ap.add_argument("--mode", default=None, choices=["mean_norm", "mean_std_norm"],
+    ap.add_argument("--mode", default=None, choices=MODES,
                     help="advantage normalisation of every estimator (default: each estimator's own: "
                          "mean_std_norm for grpo, mean_norm for gigpo and bipace)")
     ap.add_argument("--hidden-layer", type=int, default=None,
