@@ -187,13 +187,13 @@ def by_task(seen: dict) -> dict:
 def curve_report(seen_at: dict) -> str:
     """Success of each checkpoint on the same goals and seeds (95% interval over episodes), and its change
     from the first one paired over goals (95% t-interval), with the goals that rose and fell."""
-    from benchmarks.table_report import fmt, paired_change
+    from benchmarks.table_report import fmt, paired_change, won_of
     first = min(seen_at)
     lines = [f"{'iteration':>9}  success (95% CI over episodes)   "
              f"change vs iteration {first} (paired over goals)"]
     for it in sorted(seen_at):
         tally = by_task(seen_at[it])
-        won, n = sum(w for w, _ in tally.values()), sum(e for _, e in tally.values())
+        won, n = won_of(tally)
         change = ""
         if it != first:
             d, half, up, down = paired_change(by_task(seen_at[first]), tally)

@@ -27,7 +27,7 @@ from pathlib import Path
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from benchmarks.goal_probe import by_task as tallies  # noqa: E402  (needs the path above)
 from benchmarks.stats import ci95  # noqa: E402
-from benchmarks.table_report import final_by_task, paired_change, pooled_by_task  # noqa: E402
+from benchmarks.table_report import final_by_task, paired_change, pooled_by_task, won_of  # noqa: E402
 
 
 def read_second(folder: Path) -> tuple[dict | None, dict]:
@@ -52,7 +52,7 @@ def read_second(folder: Path) -> tuple[dict | None, dict]:
 
 
 def success(by_task: dict) -> tuple[float, int]:
-    won, n = sum(w for w, _ in by_task.values()), sum(e for _, e in by_task.values())
+    won, n = won_of(by_task)
     return won / n, n
 
 
@@ -61,10 +61,10 @@ def change_text(before: dict, after: dict) -> str:
     return f"{100 * d:+.1f} ± {100 * half:.1f} ({up} up, {down} down)"
 
 
-def rows(table: Path, warm2: dict, runs2: dict) -> list[str]:
-    """A Markdown row per run that has both evaluations: success and change (paired over goals) in the
-    table's, the second and both, and whether the gain clears the interval over episodes of the success."""
-    warm1 = json.loads((table / "warm_start_eval.json").read_text())["by_task"]
+def rows(table: Path, warm1: dict, warm2: dict, runs2: dict) -> list[str]:
+    """A Markdown row per run that has both evaluations (the warm start's: ``warm1`` in the table,
+    ``warm2`` in the second): success and change (paired over goals) in the table's, the second and
+    both, and whether the gain clears the interval over episodes of the success."""
     out = []
     for name, after2 in runs2.items():
         after1 = final_by_task(table / name)
@@ -75,9 +75,9 @@ def rows(table: Path, warm2: dict, runs2: dict) -> list[str]:
         for before, after in ((warm1, after1), (warm2, after2),
                               (pooled_by_task([warm1, warm2]), pooled_by_task([after1, after2]))):
             p, n = success(after)
-            gain = p - success(before)[0]
-            mark = "**" if gain > ci95(p, n) else ""
-            cells.append(f"{mark}{100 * p:.1f}% ± {100 * ci95(p, n):.1f}{mark} (n={n}), "
+            half = ci95(p, n)
+            mark = "**" if p - success(before)[0] > half else ""
+            cells.append(f"{mark}{100 * p:.1f}% ± {100 * half:.1f}{mark} (n={n}), "
                          f"{change_text(before, after)}")
         out.append("| " + " | ".join(cells) + " |")
     return out
@@ -110,7 +110,7 @@ def main(argv=None) -> None:
     print("warm start: " + "; ".join(cells) + "\n")
     print("| run | table's evaluation | second evaluation | both |")
     print("|---|---|---|---|")
-    print("\n".join(rows(args.table, warm2, runs2)))
+    print("\n".join(rows(args.table, w1, warm2, runs2)))
 
 
 if __name__ == "__main__":

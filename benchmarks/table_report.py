@@ -68,6 +68,11 @@ def goal_ci95(by_task: dict) -> float:
     return float(t975(len(rates) - 1) * rates.std(ddof=1) / np.sqrt(len(rates))) if len(rates) > 1 else np.nan
 
 
+def won_of(by_task: dict) -> tuple[int, int]:
+    """Wins and episodes of an evaluation's ``by_task`` ({goal: [won, episodes]}) over all its goals."""
+    return sum(w for w, _ in by_task.values()), sum(e for _, e in by_task.values())
+
+
 def paired_change(before: dict, after: dict) -> tuple[float, float, int, int]:
     """Mean over goals of (after - before) success rate, the half-width of its 95% t-interval (the same
     goals with the same env and decoding seeds, so each goal is its own control), and how many goals
@@ -225,7 +230,7 @@ def depth_changes(warm_by_task: dict, by_task: dict, depths: dict) -> dict:
     warm_split, split, out = split_by_depth(warm_by_task, depths), split_by_depth(by_task, depths), {}
     for d, warm_goals in warm_split.items():
         mine = split.get(d, {})
-        won, eps = sum(w for w, _ in mine.values()), sum(e for _, e in mine.values())
+        won, eps = won_of(mine)
         change = paired_change(warm_goals, mine)[:2] if set(mine) == set(warm_goals) else (None, None)
         out[d] = (won, eps, *change)
     return out

@@ -31,7 +31,7 @@ def test_rows_compare_each_run_with_the_warm_start_in_each_evaluation_and_both(t
     assert warm == {"a": [0, 4], "b": [3, 4]}
     assert runs == {"grpo_seed0": {"a": [1, 4], "b": [4, 4]}, "gigpo_seed0": {"a": [4, 4], "b": [4, 4]}}
     with pytest.raises(ValueError, match="gigpo_seed0"):      # the table has no gigpo run to compare with
-        second_eval.rows(tmp_path / "t", warm, runs)
+        second_eval.rows(tmp_path / "t", {"a": [0, 4], "b": [4, 4]}, warm, runs)
     (second / "gigpo_seed0.json").unlink()
     second_eval.main(["--table", str(tmp_path / "t"), "--second", str(second)])
     out = capsys.readouterr().out
