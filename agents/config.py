@@ -131,6 +131,9 @@ class TrainConfig:
     drift_rows: int = opt(0, "after each update, recompute the log-probs of up to N trained rows and log "
                              "how far the policy moved: mean |log-ratio| per token (0 = off)")
     old_logprobs: str = opt("generate", "old log-probs: generate (from the rollout logits) | recompute")
+    logits_chunk_tokens: int = opt(256, "response tokens whose full-vocabulary logits the update holds "
+                                        "at once (the LM head runs chunk by chunk, recomputed in the "
+                                        "backward pass); 0 = the whole micro-batch's logits at once")
     # --- schedule, eval, checkpoints, logs ------------------------------------------------------
     iterations: int = opt(150, "RL iterations (one rollout batch + update each)")
     eval_before: bool = opt(True, "evaluate before the first iteration (verl's val_before_train)")

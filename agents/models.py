@@ -282,14 +282,19 @@ def load_policy(model: str = TINY, dtype: str = "float32", device: str = "cpu",
     if device != "auto":
         lm.to(device)
     if gradient_checkpointing:
-        ckpt = {"use_reentrant": False}
-        if hasattr(lm, "activation_checkpointing_enable"):    # the name since transformers 5.x
-            lm.activation_checkpointing_enable(activation_checkpointing_kwargs=ckpt)
-        else:
-            lm.gradient_checkpointing_enable(gradient_checkpointing_kwargs=ckpt)
-        lm.config.use_cache = False   # training forward only; generate() turns the cache back on
-        lm.enable_input_require_grads()
+        enable_gradient_checkpointing(lm)
     return lm, tok
+
+
+def enable_gradient_checkpointing(lm) -> None:
+    """Recompute each block's activations in the backward pass (non-reentrant, so LoRA's inputs get grads)."""
+    ckpt = {"use_reentrant": False}
+    if hasattr(lm, "activation_checkpointing_enable"):    # the name since transformers 5.x
+        lm.activation_checkpointing_enable(activation_checkpointing_kwargs=ckpt)
+    else:
+        lm.gradient_checkpointing_enable(gradient_checkpointing_kwargs=ckpt)
+    lm.config.use_cache = False   # training forward only; generate() turns the cache back on
+    lm.enable_input_require_grads()
 
 
 def add_lora(model, settings: LoraSettings):

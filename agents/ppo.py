@@ -1,7 +1,7 @@
 """PPO pieces as pure tensor functions: token log-probs of responses, the dual-clip policy loss,
 low-variance KL and entropy (verl's ``core_algos`` semantics, spec §2.9).
 
-    logp, ent, mask = response_logprobs(model, prompt_ids, response_ids, pad_id)
+    logp, ent, mask = response_logprobs(model, prompt_ids, response_ids, pad_id)   # chunked LM head
     terms = ppo_terms(logp, old_logp, adv_tok, mask, ref_logp=ref, clip_low=0.2, clip_high=0.28,
                       ratio_level="sequence")                   # GSPO ratio, DAPO clip-higher
     pg = agg_loss(terms["pg"], mask, "seq_mean_token_mean")   # or token_mean (default), seq_mean_token_sum
@@ -11,21 +11,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-
-def pad_batch(prompt_ids, response_ids, pad_id: int, device):
-    """Left-pad prompts to P and right-pad responses to R (verl's layout), so the response always
-    starts at column P. Returns input_ids, attention_mask, position_ids, response mask (B, R)."""
-    B = len(prompt_ids)
-    P = max(len(p) for p in prompt_ids)
-    R = max(1, max(len(r) for r in response_ids))
-    ids = torch.full((B, P + R), pad_id, dtype=torch.long)
-    attn = torch.zeros((B, P + R), dtype=torch.long)
-    for b, (p, r) in enumerate(zip(prompt_ids, response_ids)):
-        ids[b, P - len(p):P] = p
-        ids[b, P:P + len(r)] = r
-        attn[b, P - len(p):P + len(r)] = 1
-    pos = (attn.cumsum(1) - 1).clamp(min=0)   # what generate() uses for left-padded prompts
-    return ids.to(device), attn.to(device), pos.to(device), attn[:, P:].to(device).float()
+from agents.prefix import pad_batch, response_inputs  # noqa: F401  (pad_batch: public here too)
 
 
 def response_logits(model, prompt_ids, response_ids, pad_id: int, keys=None, episodes=None):
@@ -33,29 +19,86 @@ def response_logits(model, prompt_ids, response_ids, pad_id: int, keys=None, epi
     they predict, and the (B, R) response mask. With ``keys`` (one per row), rows with equal keys run
     their common prompt prefix once, and with ``episodes`` too each episode's shared history
     (``agents.prefix``; same numbers, fewer tokens)."""
-    if keys is not None:
-        from agents.prefix import shared_response_logits
-        return shared_response_logits(model, prompt_ids, response_ids, keys, pad_id, episodes)
-    device = next(model.parameters()).device
-    ids, attn, pos, rmask = pad_batch(prompt_ids, response_ids, pad_id, device)
-    R = rmask.shape[1]
+    inp = response_inputs(model, prompt_ids, response_ids, pad_id, keys, episodes)
+    R = inp.mask.shape[1]
     # Only the R positions that predict response tokens need the LM head (the vocab can be 150k).
-    logits = model(input_ids=ids, attention_mask=attn, position_ids=pos, logits_to_keep=R + 1,
-                   use_cache=False).logits[:, :-1]
-    return logits, ids[:, -R:], rmask
+    logits = model(**inp.forward, logits_to_keep=R + 1).logits[:, :-1]
+    return logits, inp.targets, inp.mask
 
 
-def response_logprobs(model, prompt_ids, response_ids, pad_id: int, temperature: float = 1.0,
-                      with_entropy: bool = True, keys=None, episodes=None):
-    """Per-token log-prob (and entropy) of each response under ``model``. Shapes (B, R)."""
-    logits, targets, rmask = response_logits(model, prompt_ids, response_ids, pad_id, keys, episodes)
-    logits = logits.float()
+def plain_lm_head(model):
+    """The output projection of a causal LM whose logits are exactly ``lm_head(decoder(...))`` (Qwen2,
+    Llama/SmolLM2, Mistral, ...), else None: models that scale or soft-cap their logits after the head
+    (Gemma 2/3, Cohere) keep the whole-logits path."""
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    cfg = base.config
+    if any(getattr(cfg, name, None) is not None for name in ("final_logit_softcapping", "logit_scale")):
+        return None
+    head = base.get_output_embeddings()
+    return head if isinstance(head, torch.nn.Module) else None
+
+
+def _token_terms(head, hidden, targets, temperature: float, with_entropy: bool):
+    """Log-prob of ``targets`` (T,) and entropy under the head's logits of ``hidden`` (T, H), in float32,
+    computed as the whole-logits path computes them (so the two agree to rounding)."""
+    logits = head(hidden).float()
     if temperature != 1.0:
         logits = logits / temperature
     lp_all = torch.log_softmax(logits, -1)
     logp = lp_all.gather(-1, targets.unsqueeze(-1)).squeeze(-1)
-    ent = -(lp_all.exp() * lp_all).sum(-1) if with_entropy else None
-    return logp, ent, rmask
+    if not with_entropy:
+        return logp, torch.zeros_like(logp)
+    return logp, -(lp_all.exp() * lp_all).sum(-1)
+
+
+def chunked_token_logprobs(head, hidden, targets, mask, temperature: float = 1.0, with_entropy: bool = True,
+                           chunk_tokens: int = 256):
+    """Per-token log-probs and entropy (B, R) from the decoder's (B, R, H) hidden states, never holding more
+    than ``chunk_tokens`` rows of full-vocabulary logits: only the response tokens (``mask``) go through the
+    head, ``chunk_tokens`` at a time, and under autograd each chunk's logits are recomputed in the backward
+    pass (checkpointed) instead of being kept. Masked positions get 0."""
+    from torch.utils.checkpoint import checkpoint
+    where = mask.bool()
+    h, y = hidden[where], targets[where]
+    logp = torch.zeros(mask.shape, dtype=torch.float32, device=hidden.device)
+    ent = torch.zeros_like(logp) if with_entropy else None
+    parts_lp, parts_ent = [], []
+    for s in range(0, h.shape[0], chunk_tokens):
+        args = (head, h[s:s + chunk_tokens], y[s:s + chunk_tokens], temperature, with_entropy)
+        lp, en = (checkpoint(_token_terms, *args, use_reentrant=False) if torch.is_grad_enabled()
+                  else _token_terms(*args))
+        parts_lp.append(lp)
+        parts_ent.append(en)
+    if parts_lp:
+        logp = logp.masked_scatter(where, torch.cat(parts_lp))
+        if with_entropy:
+            ent = ent.masked_scatter(where, torch.cat(parts_ent))
+    return logp, ent
+
+
+def response_logprobs(model, prompt_ids, response_ids, pad_id: int, temperature: float = 1.0,
+                      with_entropy: bool = True, keys=None, episodes=None, chunk_tokens: int = 256):
+    """Per-token log-prob (and entropy) of each response under ``model``: (B, R) each, and the (B, R)
+    response mask. ``chunk_tokens`` > 0 runs the LM head on the decoder's hidden states a chunk of
+    response tokens at a time (``chunked_token_logprobs``: float32 full-vocabulary logits for at most that
+    many tokens at once; 0 where the mask is 0); 0 takes the whole micro-batch's logits at once."""
+    head = plain_lm_head(model) if chunk_tokens > 0 else None
+    if head is None:
+        logits, targets, rmask = response_logits(model, prompt_ids, response_ids, pad_id, keys, episodes)
+        logits = logits.float()
+        if temperature != 1.0:
+            logits = logits / temperature
+        lp_all = torch.log_softmax(logits, -1)
+        logp = lp_all.gather(-1, targets.unsqueeze(-1)).squeeze(-1)
+        ent = -(lp_all.exp() * lp_all).sum(-1) if with_entropy else None
+        return logp, ent, rmask
+    inp = response_inputs(model, prompt_ids, response_ids, pad_id, keys, episodes)
+    R = inp.mask.shape[1]
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    hidden = base.get_decoder()(**inp.forward).last_hidden_state[:, -(R + 1):-1]
+    logp, ent = chunked_token_logprobs(head, hidden, inp.targets, inp.mask, temperature, with_entropy,
+                                       chunk_tokens)
+    return logp, ent, inp.mask
 
 
 def low_var_kl(logp: torch.Tensor, ref_logp: torch.Tensor) -> torch.Tensor:

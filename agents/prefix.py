@@ -10,12 +10,12 @@ only each row's own suffix (history, observation) and response go through the mo
     ids, mask = split.full()
     out = model.generate(input_ids=ids, attention_mask=mask, **{cache_kwarg(model): cache})
 
-``shared_response_logits`` is the teacher-forced twin used by PPO and SFT; gradients flow through the
-prefix's cache into the adapter, so it equals the plain forward (tests/agents/test_prefix.py). Given episode
-ids it also runs each episode's history once (``SpineSplit``): a step's prompt repeats the previous
-step's, so every row then runs only its instruction tail and response. Position ids
-follow ``generate``'s rule (cumulative sum of the attention mask), so padding before the prefix and
-between prefix and suffix changes nothing.
+``response_inputs`` builds the teacher-forced twin used by PPO and SFT (``agents.ppo``); gradients flow
+through the prefix's cache into the adapter, so it equals the plain forward (tests/agents/test_prefix.py).
+Given episode ids it also runs each episode's history once (``SpineSplit``): a step's prompt repeats the
+previous step's, so every row then runs only its instruction tail and response. Position ids follow
+``generate``'s rule (cumulative sum of the attention mask), so padding before the prefix and between
+prefix and suffix changes nothing.
 """
 from __future__ import annotations
 
@@ -192,12 +192,44 @@ def _spine_cache(model, spines: SpineSplit):
     return cache
 
 
-def shared_response_logits(model, prompt_ids, response_ids, keys, pad_id: int, episodes=None):
-    """``agents.ppo.response_logits`` with each key's common prompt prefix run once, and with ``episodes``
-    (one id per row) each episode's spine too (``SpineSplit``): (B, R, V) logits, the (B, R) response ids
-    they predict and the (B, R) response mask."""
-    from agents.ppo import pad_batch
+def pad_batch(prompt_ids, response_ids, pad_id: int, device):
+    """Left-pad prompts to P and right-pad responses to R (verl's layout), so the response always
+    starts at column P. Returns input_ids, attention_mask, position_ids, response mask (B, R)."""
+    B = len(prompt_ids)
+    P = max(len(p) for p in prompt_ids)
+    R = max(1, max(len(r) for r in response_ids))
+    ids = torch.full((B, P + R), pad_id, dtype=torch.long)
+    attn = torch.zeros((B, P + R), dtype=torch.long)
+    for b, (p, r) in enumerate(zip(prompt_ids, response_ids)):
+        ids[b, P - len(p):P] = p
+        ids[b, P:P + len(r)] = r
+        attn[b, P - len(p):P + len(r)] = 1
+    pos = (attn.cumsum(1) - 1).clamp(min=0)   # what generate() uses for left-padded prompts
+    return ids.to(device), attn.to(device), pos.to(device), attn[:, P:].to(device).float()
+
+
+@dataclass
+class ResponseInputs:
+    """One teacher-forced forward over prompts + responses, ready to run: ``forward`` are the model's
+    keyword arguments (ids, mask, positions and, with a shared prefix, its cache); the last R + 1 output
+    positions predict ``targets`` (B, R), the response tokens, where ``mask`` (B, R) is 1."""
+    forward: dict
+    targets: torch.Tensor
+    mask: torch.Tensor
+
+
+def response_inputs(model, prompt_ids, response_ids, pad_id: int, keys=None,
+                    episodes=None) -> ResponseInputs:
+    """The forward that scores each response given its prompt. With ``keys`` (one per row) rows with equal
+    keys run their common prompt prefix once first, and with ``episodes`` too each episode's spine
+    (``SpineSplit``); that prefix pass runs here, under the caller's grad mode, and its cache is in
+    ``forward``."""
     dev = next(model.parameters()).device
+    if keys is None:
+        ids, attn, pos, rmask = pad_batch(prompt_ids, response_ids, pad_id, dev)
+        R = rmask.shape[1]
+        return ResponseInputs(dict(input_ids=ids, attention_mask=attn, position_ids=pos, use_cache=False),
+                              ids[:, -R:], rmask)
     split = split_prompts(prompt_ids, keys, pad_id)
     spines = split_spines(split, episodes) if episodes is not None else None
     if spines is None:
@@ -210,6 +242,15 @@ def shared_response_logits(model, prompt_ids, response_ids, keys, pad_id: int, e
     full = torch.cat([cached_mask.to(dev), attn], 1)
     pos = positions(full)[:, full.shape[1] - ids.shape[1]:]
     R = rmask.shape[1]
-    logits = model(input_ids=ids, attention_mask=full, position_ids=pos, use_cache=True,
-                   logits_to_keep=R + 1, **{cache_kwarg(model): cache}).logits[:, :-1]
-    return logits, ids[:, -R:], rmask
+    return ResponseInputs(dict(input_ids=ids, attention_mask=full, position_ids=pos, use_cache=True,
+                               **{cache_kwarg(model): cache}), ids[:, -R:], rmask)
+
+
+def shared_response_logits(model, prompt_ids, response_ids, keys, pad_id: int, episodes=None):
+    """Teacher-forced logits with each key's common prompt prefix run once, and with ``episodes`` (one id
+    per row) each episode's spine too (``SpineSplit``): (B, R, V) logits, the (B, R) response ids they
+    predict and the (B, R) response mask."""
+    inp = response_inputs(model, prompt_ids, response_ids, pad_id, keys, episodes)
+    R = inp.mask.shape[1]
+    logits = model(**inp.forward, logits_to_keep=R + 1).logits[:, :-1]
+    return logits, inp.targets, inp.mask

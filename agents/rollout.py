@@ -10,7 +10,8 @@ per step over all active envs, recording per-step rows (``estimators.StepBatch``
 The BiGPO embedding is the hidden state of one decoder layer at the last prompt token. Prompts are
 left-padded, so that is position -1 of the *prefill* forward that ``generate`` runs anyway: a forward
 hook copies that one vector per env and disarms itself, so no extra forward pass is made.
-Old log-probs come from the same ``generate`` call (raw logits at the rollout temperature).
+Old log-probs come from the same ``generate`` call (raw logits at the rollout temperature), gathered for
+the sampled token at each decoding step (``SampledLogprobs``), so no step's full-vocabulary logits are kept.
 """
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ from functools import partial
 import gymnasium as gym
 import numpy as np
 import torch
+from transformers import StoppingCriteria, StoppingCriteriaList
 
 from agents.models import decoder_layers, default_hidden_layer, layer_module_index
 from agents.parsing import parse_action
@@ -70,6 +72,49 @@ class HiddenCapture:
 
     def arm(self) -> None:
         self.armed, self.value = True, None
+
+    def remove(self) -> None:
+        self.handle.remove()
+
+
+class SampledLogprobs(StoppingCriteria):
+    """Log-prob of each sampled token, gathered step by step during ``generate`` instead of keeping every
+    step's full-vocabulary logits (``output_logits``: steps x rows x vocab floats, GiBs for a 150k vocab).
+
+    A forward hook on the causal LM copies the last position's raw logits of each forward call, as
+    ``generate`` itself reads them before any logits processor; ``generate`` then calls its stopping
+    criteria with the token it just sampled appended, where this one gathers that token's log-prob at
+    the rollout temperature and drops the logits. It never stops generation. Armed for one ``generate``."""
+
+    def __init__(self, model, temperature: float):
+        base = model.get_base_model() if hasattr(model, "get_base_model") else model
+        self.handle = base.register_forward_hook(self._hook)
+        self.temperature, self.armed = temperature, False
+        self.pending, self.steps = None, []
+
+    def _hook(self, module, args, output):
+        if self.armed:
+            self.pending = output.logits[:, -1]
+
+    def __call__(self, input_ids, scores, **kwargs):
+        if self.pending is not None:
+            lp = torch.log_softmax(self.pending.float() / self.temperature, -1)
+            self.steps.append(lp.gather(1, input_ids[:, -1:]).squeeze(1))
+            self.pending = None
+        return torch.zeros(input_ids.shape[0], dtype=torch.bool, device=input_ids.device)
+
+    def arm(self) -> None:
+        self.armed, self.pending, self.steps = True, None, []
+
+    def take(self, n_tokens: int) -> torch.Tensor:
+        """(rows, n_tokens) log-probs of the sampled tokens (``generate`` may have sampled steps it then
+        dropped), and disarm."""
+        self.armed, self.pending = False, None
+        steps, self.steps = self.steps[:n_tokens], []
+        if len(steps) < n_tokens:
+            raise RuntimeError(f"recorded {len(steps)} sampled tokens' log-probs for {n_tokens} generated; "
+                               "was generate() called through another module than the hooked causal LM?")
+        return torch.stack(steps, 1)
 
     def remove(self) -> None:
         self.handle.remove()
@@ -174,12 +219,15 @@ class RolloutCollector:
                              "takes none")
         self.envs = modes[vector_mode](fns, autoreset_mode=gym.vector.AutoresetMode.NEXT_STEP)
         self.capture = HiddenCapture(model, settings.hidden_layer) if settings.capture_hidden else None
+        temp = settings.temperature if settings.do_sample else 1.0
+        self.sampled = SampledLogprobs(model, temp) if settings.logprobs else None
         eos = [tokenizer.eos_token_id, tokenizer.convert_tokens_to_ids("<|im_end|>"), tokenizer.pad_token_id]
         self.stop_ids = sorted({int(t) for t in eos if t is not None and t >= 0})
 
     def close(self) -> None:
-        if self.capture is not None:
-            self.capture.remove()
+        for hook in (self.capture, self.sampled):
+            if hook is not None:
+                hook.remove()
         self.envs.close()
 
     def _prompt_ids(self, texts: list[str]) -> list[torch.Tensor]:
@@ -223,13 +271,16 @@ class RolloutCollector:
         ids, mask = ids.to(dev), mask.to(dev)
         if self.capture is not None:
             self.capture.arm()       # after the prefix pass: the hook must see the last prompt token's pass
+        if self.sampled is not None:
+            self.sampled.arm()
         out = self.model.generate(
             **extra, input_ids=ids, attention_mask=mask, max_new_tokens=self.s.max_new_tokens,
             do_sample=self.s.do_sample, temperature=self.s.temperature if self.s.do_sample else None,
             top_p=self.s.top_p if self.s.do_sample else None,
             top_k=self.s.top_k if self.s.do_sample else None,
             eos_token_id=self.stop_ids, pad_token_id=self.tok.pad_token_id, use_cache=True,
-            return_dict_in_generate=True, output_logits=self.s.logprobs)
+            return_dict_in_generate=True,
+            stopping_criteria=StoppingCriteriaList([self.sampled] if self.sampled is not None else []))
         P = ids.shape[1]
         carry = None
         if self.s.share_prefix and self.s.carry_cache and envs is not None:
@@ -241,12 +292,7 @@ class RolloutCollector:
         stop = torch.isin(resp, torch.tensor(self.stop_ids, device=resp.device))
         keep = (torch.cumsum(stop.int(), 1) - stop.int()) == 0          # up to and including the first stop
         lengths = keep.sum(1).tolist()
-        logps = None
-        if self.s.logprobs:
-            temp = self.s.temperature if self.s.do_sample else 1.0
-            logps = torch.stack([torch.log_softmax(lg.float() / temp, -1)
-                                 .gather(1, resp[:, t:t + 1]).squeeze(1)
-                                 for t, lg in enumerate(out.logits)], 1)
+        logps = self.sampled.take(resp.shape[1]) if self.sampled is not None else None
         emb = None
         if self.capture is not None:
             t0 = time.perf_counter()

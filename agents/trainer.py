@@ -34,6 +34,7 @@ from agents.envs import get_env_spec
 from agents.models import LoraSettings, add_lora, load_adapter_weights, load_policy
 from agents.dynamic_sampling import dynamic_sample
 from agents.eval_chunks import kept_chunks
+from agents.gpu_memory import PhaseMemory, prefer_expandable_segments, progress_text
 from agents.ppo import agg_loss, check_loss_options, ppo_terms, response_logprobs, row_logp_sums
 from agents.prompts import PromptSettings, make_prompter
 from agents.rollout import RolloutCollector, RolloutSettings
@@ -128,6 +129,7 @@ class Trainer:
                                               show_admissible=cfg.show_admissible,
                                               compact=cfg.compact())
         self.out.mkdir(parents=True, exist_ok=True)
+        prefer_expandable_segments()
         if model is None:
             base = self._warm_start_path() if cfg.sft_steps > 0 else cfg.model
             model, tokenizer = load_policy(base, cfg.dtype, cfg.device, cfg.gradient_checkpointing)
@@ -137,6 +139,7 @@ class Trainer:
                                                   top_layers=cfg.lora_layers))
         params = [p for p in self.model.parameters() if p.requires_grad]
         self.optimizer = torch.optim.AdamW(params, lr=cfg.resolved_lr(), weight_decay=cfg.weight_decay)
+        self.memory = PhaseMemory(next(self.model.parameters()).device)   # per-phase peaks on CUDA
         self._collectors: dict[str, RolloutCollector] = {}
         self.eval_by_task: dict[str, list] = {}      # the last evaluation's [won, episodes] per goal
         self.start_iteration = 1
@@ -306,7 +309,7 @@ class Trainer:
             lp, _, _ = response_logprobs(self.model, [ro.prompt_ids[r] for r in part],
                                          [ro.response_ids[r] for r in part], self.tok.pad_token_id,
                                          self.cfg.temperature, with_entropy=False, keys=keys,
-                                         episodes=episodes)
+                                         episodes=episodes, chunk_tokens=self.cfg.logits_chunk_tokens)
             out += [lp[k, :len(ro.response_ids[r])].cpu() for k, r in enumerate(part)]
         return out
 
@@ -340,18 +343,36 @@ class Trainer:
 
     def update(self, ro, adv: np.ndarray, rng) -> dict:
         c = self.cfg
-        dev = next(self.model.parameters()).device
         lengths = np.array([len(r) for r in ro.response_ids])
         rows_all = np.flatnonzero(lengths > 0)      # a zero-length answer has no token to train
         if c.skip_zero_adv:
             rows_all = rows_all[adv[rows_all] != 0]
+        if c.old_logprobs == "recompute":
+            with self.memory.phase("old_logprobs"):
+                old_all = self._old_logprobs(ro)
+        else:
+            old_all = self._old_logprobs(ro)
+        with self.memory.phase("update"):
+            sums, grad_norms = self._ppo_epochs(ro, adv, rng, rows_all, old_all)
+        tokens_seen = float(lengths[rows_all].sum()) * c.ppo_epochs
+        out = {k: v / max(tokens_seen, 1) for k, v in sums.items()}
+        out["grad_norm"] = float(np.mean(grad_norms)) if grad_norms else 0.0
+        if c.drift_rows > 0:
+            out["drift"] = self._drift(ro, rows_all[:c.drift_rows], old_all)
+        return out
+
+    def _ppo_epochs(self, ro, adv: np.ndarray, rng, rows_all: np.ndarray, old_all: list) -> tuple[dict, list]:
+        """PPO epochs over ``rows_all`` in mini-batches; returns the token-weighted sums of the loss terms
+        and each optimizer step's gradient norm."""
+        c = self.cfg
+        dev = next(self.model.parameters()).device
+        lengths = np.array([len(r) for r in ro.response_ids])
         share = self._sharing(ro)
         by_episode = self._by_episode(ro)
         key_code = np.unique([str(k) for k in ro.prefix_keys], return_inverse=True)[1] if share else None
         mini = c.mini_batch_rows or max(1, len(rows_all))   # an empty update (all rows skipped) is fine
         sums = {"loss": 0.0, "pg_loss": 0.0, "kl": 0.0, "entropy": 0.0, "clipfrac": 0.0}
-        tokens_seen, grad_norms = 0, []
-        old_all = self._old_logprobs(ro)
+        grad_norms = []
         self.model.train()
         for _ in range(c.ppo_epochs):
             order = self._shuffled_rows(ro, rows_all, rng)
@@ -371,7 +392,8 @@ class Trainer:
                     r_ids = [ro.response_ids[r] for r in rows]
                     row_keys, row_episodes = self._prefix_groups(ro, rows)
                     logp, ent, mask = response_logprobs(self.model, p_ids, r_ids, self.tok.pad_token_id,
-                                                        c.temperature, keys=row_keys, episodes=row_episodes)
+                                                        c.temperature, keys=row_keys, episodes=row_episodes,
+                                                        chunk_tokens=c.logits_chunk_tokens)
                     old_t = torch.zeros_like(logp)
                     for k, o in enumerate(old):
                         old_t[k, :len(o)] = o.to(dev)
@@ -382,7 +404,8 @@ class Trainer:
                         with torch.no_grad(), self.model.disable_adapter():
                             ref, _, _ = response_logprobs(self.model, p_ids, r_ids, self.tok.pad_token_id,
                                                           c.temperature, with_entropy=False, keys=row_keys,
-                                                          episodes=row_episodes)
+                                                          episodes=row_episodes,
+                                                          chunk_tokens=c.logits_chunk_tokens)
                     t = ppo_terms(logp, old_t, adv_t, mask, ref, *c.clip_range(), c.dual_clip, c.ratio_level)
                     pg = agg_loss(t["pg"], mask, c.loss_agg, T, len(mb))
                     ent = agg_loss(ent, mask, c.loss_agg, T, len(mb))
@@ -398,12 +421,7 @@ class Trainer:
                 params = [p for p in self.model.parameters() if p.requires_grad]
                 grad_norms.append(float(torch.nn.utils.clip_grad_norm_(params, c.grad_clip)))
                 self.optimizer.step()
-                tokens_seen += T
-        out = {k: v / max(tokens_seen, 1) for k, v in sums.items()}
-        out["grad_norm"] = float(np.mean(grad_norms)) if grad_norms else 0.0
-        if c.drift_rows > 0:
-            out["drift"] = self._drift(ro, rows_all[:c.drift_rows], old_all)
-        return out
+        return sums, grad_norms
 
     def _drift(self, ro, rows: np.ndarray, old_all: list) -> float:
         """Mean |log pi_new - log pi_old| per response token over ``rows`` after the update: how far
@@ -420,11 +438,12 @@ class Trainer:
 
     def iteration(self, it: int) -> dict:
         t0 = time.perf_counter()
-        ro, rng = self.rollout(it)
-        first, sampling = ro, {}
-        if self.cfg.dynamic_sampling:
-            ro, sampling = dynamic_sample(first, lambda r: self.rollout(it, r)[0], self.cfg.batch_tasks,
-                                          self.cfg.dynamic_sampling_rounds)
+        with self.memory.phase("rollout"):
+            ro, rng = self.rollout(it)
+            first, sampling = ro, {}
+            if self.cfg.dynamic_sampling:
+                ro, sampling = dynamic_sample(first, lambda r: self.rollout(it, r)[0], self.cfg.batch_tasks,
+                                              self.cfg.dynamic_sampling_rounds)
         t1 = time.perf_counter()
         adv = self.advantages(ro)
         t2 = time.perf_counter()
@@ -443,6 +462,7 @@ class Trainer:
                        env_s=ro.env_seconds)
         metrics.update(self.batch_metrics(ro, adv))
         metrics.update(sampling)
+        metrics.update(self.memory.take())
         if self.cfg.rl_rename > 0:      # the two kinds of episode measure different skills: log them apart
             for name, which in (("success_renamed", first.renamed), ("success_plain", ~first.renamed)):
                 metrics[name] = float(first.success[which].mean()) if which.any() else float("nan")
@@ -523,7 +543,9 @@ class Trainer:
                 for k, v in m.items():
                     if k != "iteration":
                         tb.add_scalar(f"train/{k}", v, it)
-            bar.set_postfix(success=f"{m['success']:.2f}", loss=f"{m['loss']:.3f}")
+            mem = progress_text(m)      # peak allocated/reserved GiB over the iteration's phases (CUDA)
+            bar.set_postfix(success=f"{m['success']:.2f}", loss=f"{m['loss']:.3f}",
+                            **({"mem": mem} if mem else {}))
             if c.eval_every and it % c.eval_every == 0 and it != c.iterations:
                 run_eval(it)
             if (c.checkpoint_every and it % c.checkpoint_every == 0) or it == c.iterations:
