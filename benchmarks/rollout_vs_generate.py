@@ -1,7 +1,7 @@
 """Rollout speed against plain ``generate`` on the same prompts, side by side in one process, and the
 memory of each training phase.
 
-    python -m benchmarks.rollout_vs_generate                          # SmolLM2-135M on CPU, small batch
+    python -m benchmarks.rollout_vs_generate                # SmolLM2-135M on CPU, B2 x G4 (a few minutes)
     python -m benchmarks.rollout_vs_generate --shape qwen2.5-1.5b --device cuda --dtype bfloat16 \
         --tasks 16 --group-size 8 --max-steps 2 --max-new-tokens 128 --update   # the paper's batch on a GPU
 
@@ -146,22 +146,22 @@ def one_round(trainer, it: int, args) -> dict:
 
 
 def warm_up(trainer, args) -> None:
-    """A short batched generate and one forward/backward at the rollout's batch size (kernels, allocator),
-    so the measured round does not pay first-call costs; cheaper than a whole warm-up round."""
-    import torch
+    """A one-step rollout of 8-token answers at the full batch (prefix prefill, hooks, generate's kernels,
+    the allocator) and one forward/backward of the update, so the measured round pays no first-call costs
+    (on an H200 a first full rollout ran 40 s where the next took 29 s); cheaper than a warm-up round."""
     from agents.ppo import response_logprobs
-    tok, model = trainer.tok, trainer.model
-    text = tok.apply_chat_template([{"role": "user", "content": "Craft a stick. " * 40}], tokenize=False,
-                                   add_generation_prompt=True)
-    ids = tok([text] * args.tasks * args.group_size, return_tensors="pt", add_special_tokens=False)
-    with torch.no_grad():
-        model.generate(**{k: v.to(args.device) for k, v in ids.items()}, max_new_tokens=8, do_sample=True,
-                       pad_token_id=tok.pad_token_id)
-    rows = [ids["input_ids"][0]] * args.micro_batch_rows
-    logp, _, mask = response_logprobs(model, rows, [r[-8:] for r in rows], tok.pad_token_id,
+    settings = trainer.collector("train").s
+    budget = settings.max_new_tokens, settings.max_steps
+    settings.max_new_tokens, settings.max_steps = 8, 1
+    try:
+        ro, _ = trainer.rollout(0)
+    finally:
+        settings.max_new_tokens, settings.max_steps = budget
+    rows = ro.prompt_ids[:args.micro_batch_rows]
+    logp, _, mask = response_logprobs(trainer.model, rows, [r[-8:] for r in rows], trainer.tok.pad_token_id,
                                       with_entropy=False)
     (logp * mask).sum().backward()
-    model.zero_grad(set_to_none=True)
+    trainer.model.zero_grad(set_to_none=True)
     _sync(args.device)
 
 
@@ -230,10 +230,10 @@ def main(argv=None) -> dict:
     ap.add_argument("--gradient-checkpointing", action="store_true")
     ap.add_argument("--estimator", default="bipace")
     ap.add_argument("--lora-rank", type=int, default=64)
-    ap.add_argument("--tasks", type=int, default=4, help="B")
+    ap.add_argument("--tasks", type=int, default=2, help="B")
     ap.add_argument("--group-size", type=int, default=4, help="G")
-    ap.add_argument("--max-steps", type=int, default=3)
-    ap.add_argument("--max-new-tokens", type=int, default=48)
+    ap.add_argument("--max-steps", type=int, default=2)
+    ap.add_argument("--max-new-tokens", type=int, default=32)
     ap.add_argument("--micro-batch-rows", type=int, default=16)
     ap.add_argument("--update", action="store_true", help="also time one PPO update on the rollout's rows")
     ap.add_argument("--plain-lora", action="store_true", help="also time plain generate with the adapter on")
