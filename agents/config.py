@@ -3,6 +3,9 @@ field below is an option with its help text (``--lora-rank`` for ``lora_rank``).
 
     from agents.config import TrainConfig
     cfg = TrainConfig(env="textcraft", estimator="bipace", model="tiny", iterations=20)
+
+Named settings that are known to work are presets of ``agents/presets.py`` (``bipace-train --preset``);
+the defaults below are the paper's hub-model values, not a tuned CPU setting.
 """
 from __future__ import annotations
 
@@ -27,6 +30,9 @@ class TrainConfig:
                                      "local folder")
     out_dir: str = opt("runs/run", "folder for checkpoints, CSV/TensorBoard logs and the final adapter")
     seed: int = opt(0, "seed of task sampling, decoding and the update order")
+    preset_name: str = opt("", "the named preset (agents/presets.py) these settings started from, recorded "
+                               "in the run's config.json ('' = TrainConfig's own defaults); set by --preset",
+                           cli=False)
     # --- model --------------------------------------------------------------------------------
     dtype: str = opt("float32", "float32 | bfloat16 | float16 (bfloat16 on GPUs)")
     device: str = opt("cpu", "cpu | cuda | cuda:N | auto (accelerate device map)")
@@ -225,9 +231,20 @@ class TrainConfig:
         return out
 
 
-def build_parser(cls=TrainConfig, **kw) -> argparse.ArgumentParser:
+def build_parser(cls=TrainConfig, presets: bool = False, **kw) -> argparse.ArgumentParser:
+    """One option per field (``--lora-rank`` for ``lora_rank``); with ``presets``, also ``--preset NAME``
+    and ``--set FIELD=VALUE`` (see ``parse_config``)."""
     parser = argparse.ArgumentParser(formatter_class=argparse.ArgumentDefaultsHelpFormatter, **kw)
+    if presets:
+        from agents.presets import describe
+        parser.add_argument("--preset", default="", metavar="NAME",
+                            help="start from a named preset (agents/presets.py); flags given override it:\n"
+                                 + describe())
+        parser.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
+                            help="any TrainConfig field (repeatable), applied after the flags")
     for f in dataclasses.fields(cls):
+        if not f.metadata.get("cli", True):
+            continue
         name = "--" + f.name.replace("_", "-")
         if f.type in (bool, "bool"):
             parser.add_argument(name, action=argparse.BooleanOptionalAction, default=f.default,
@@ -239,7 +256,19 @@ def build_parser(cls=TrainConfig, **kw) -> argparse.ArgumentParser:
     return parser
 
 
-def parse_config(argv=None) -> TrainConfig:
-    parser = build_parser(description="Train a LoRA LLM agent with RL and any registered estimator.")
-    args = parser.parse_args(argv)
-    return TrainConfig(**vars(args))
+def parse_config(argv=None, parser: argparse.ArgumentParser | None = None) -> TrainConfig:
+    """The config of a command line: the ``--preset``'s (or TrainConfig's defaults), then the flags given,
+    then ``--set FIELD=VALUE``. Raises ValueError for an unknown preset or a bad ``--set``."""
+    from agents.presets import get_preset, parse_sets, resolve_name
+    parser = parser or build_parser(presets=True, description="Train a LoRA LLM agent with RL and any "
+                                                              "registered estimator.")
+    known, _ = parser.parse_known_args(argv)
+    base = TrainConfig()
+    if known.preset:
+        base = get_preset(resolve_name(known.preset))
+        # the preset's values become the defaults, so only flags actually given override them
+        parser.set_defaults(**{k: v for k, v in dataclasses.asdict(base).items() if k != "preset_name"})
+    args = vars(parser.parse_args(argv))
+    sets = parse_sets(args.pop("set"))
+    args.pop("preset")
+    return dataclasses.replace(base, **{**args, **sets})

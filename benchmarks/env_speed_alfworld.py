@@ -1,6 +1,6 @@
 """ALFWorld env speed: our ALFWorldEnv against the raw engine driven directly, side by side.
 
-    python benchmarks/env_speed.py alfworld [--games 12] [--steps 30] [--data-dir ../shared/data/alfworld]
+    python -m benchmarks.env_speed alfworld [--games 12] [--steps 30] [--data-dir ../shared/data/alfworld]
 
 Raw engine = what alfworld's own gym env runs: ``textworld.envs.PddlEnv`` with ``AlfredDemangler`` and
 ``AlfredInfos`` (admissible commands + won requested), a game loaded on every reset as textworld.gym does.

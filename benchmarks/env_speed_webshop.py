@@ -1,6 +1,6 @@
 """WebShop env speed and memory: steps/s and resident memory after 1k and after N steps.
 
-    python benchmarks/env_speed.py webshop [--steps 100000] [--oracle-share 0.5]
+    python -m benchmarks.env_speed webshop [--steps 100000] [--oracle-share 0.5]
 
 Episodes alternate between the goal-buying oracle and a random policy over the admissible actions
 (queries drawn from the instruction's words), so search, paging, item pages and buying are all

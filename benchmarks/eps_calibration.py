@@ -1,7 +1,7 @@
 """BiGPO/BiPACE's cosine radius ``eps`` for a given policy: do its hidden states tell TextCraft states apart?
 
-    python benchmarks/eps_calibration.py --model smollm2-135m
-    python benchmarks/eps_calibration.py --model runs/table/warm_start --group-size 8 --hidden-layer -1
+    python -m benchmarks.eps_calibration --model smollm2-135m
+    python -m benchmarks.eps_calibration --model runs/table/warm_start --group-size 8 --hidden-layer -1
 
 Rolls out one batch (B tasks x G episodes, the trainer's collector, so the embedding is the one the
 estimators get: the hidden state at ``--hidden-layer``, last prompt token) and prints:
@@ -18,12 +18,10 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sys
 
 import numpy as np
 
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def pair_distances(batch) -> tuple[np.ndarray, np.ndarray]:

@@ -2,9 +2,9 @@
 TextCraft rollout (B tasks x G episodes through the trainer's collector) and of one PPO update on its
 rows, for each model and each prompt/forward variant.
 
-    python benchmarks/policy_speed.py                                  # smollm2-135m and tiny, 3 variants
-    python benchmarks/policy_speed.py --models smollm2-135m --repeats 3 --tasks 4 --group-size 8
-    python benchmarks/policy_speed.py --models smollm2-135m --variants compact+shared compact+shared,kl0 \
+    python -m benchmarks.policy_speed                                  # smollm2-135m and tiny, 3 variants
+    python -m benchmarks.policy_speed --models smollm2-135m --repeats 3 --tasks 4 --group-size 8
+    python -m benchmarks.policy_speed --models smollm2-135m --variants compact+shared compact+shared,kl0 \
         compact+shared,top8                                            # what makes the update cheaper
 
 Variants: ``verbose`` = verl-agent's full prompt template, every prompt run whole (the trainer before
@@ -27,11 +27,9 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
-import sys
 import time
 
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 VARIANTS = {
     "verbose": dict(compact_prompts="no", share_prefix=False),
