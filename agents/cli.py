@@ -21,12 +21,12 @@ import sys
 
 def main(argv=None) -> int:
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-    from agents.config import build_parser, parse_config
-    parser = build_parser(presets=True, prog="bipace-train", description=__doc__.split("\n\n")[0],
-                          epilog="Outputs: adapter/, checkpoints/, train.csv, eval.csv, tb/, config.json, "
-                                 "summary.json")
+    from agents.presets import cli_parser, config_from_args
+    parser = cli_parser(prog="bipace-train", description=__doc__.split("\n\n")[0],
+                        epilog="Outputs: adapter/, checkpoints/, train.csv, eval.csv, tb/, config.json, "
+                               "summary.json")
     try:
-        cfg = parse_config(argv, parser)
+        cfg = config_from_args(argv, parser)
     except ValueError as exc:
         print(f"bipace-train: error: {exc}", file=sys.stderr)
         return 2

@@ -231,17 +231,10 @@ class TrainConfig:
         return out
 
 
-def build_parser(cls=TrainConfig, presets: bool = False, **kw) -> argparse.ArgumentParser:
-    """One option per field (``--lora-rank`` for ``lora_rank``); with ``presets``, also ``--preset NAME``
-    and ``--set FIELD=VALUE`` (see ``parse_config``)."""
+def build_parser(cls=TrainConfig, **kw) -> argparse.ArgumentParser:
+    """One option per field (``--lora-rank`` for ``lora_rank``); ``agents.presets.cli_parser`` adds
+    ``--preset`` and ``--set``."""
     parser = argparse.ArgumentParser(formatter_class=argparse.ArgumentDefaultsHelpFormatter, **kw)
-    if presets:
-        from agents.presets import describe
-        parser.add_argument("--preset", default="", metavar="NAME",
-                            help="start from a named preset (agents/presets.py); flags given override it:\n"
-                                 + describe())
-        parser.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
-                            help="any TrainConfig field (repeatable), applied after the flags")
     for f in dataclasses.fields(cls):
         if not f.metadata.get("cli", True):
             continue
@@ -256,19 +249,8 @@ def build_parser(cls=TrainConfig, presets: bool = False, **kw) -> argparse.Argum
     return parser
 
 
-def parse_config(argv=None, parser: argparse.ArgumentParser | None = None) -> TrainConfig:
-    """The config of a command line: the ``--preset``'s (or TrainConfig's defaults), then the flags given,
-    then ``--set FIELD=VALUE``. Raises ValueError for an unknown preset or a bad ``--set``."""
-    from agents.presets import get_preset, parse_sets, resolve_name
-    parser = parser or build_parser(presets=True, description="Train a LoRA LLM agent with RL and any "
-                                                              "registered estimator.")
-    known, _ = parser.parse_known_args(argv)
-    base = TrainConfig()
-    if known.preset:
-        base = get_preset(resolve_name(known.preset))
-        # the preset's values become the defaults, so only flags actually given override them
-        parser.set_defaults(**{k: v for k, v in dataclasses.asdict(base).items() if k != "preset_name"})
-    args = vars(parser.parse_args(argv))
-    sets = parse_sets(args.pop("set"))
-    args.pop("preset")
-    return dataclasses.replace(base, **{**args, **sets})
+def parse_config(argv=None) -> TrainConfig:
+    """TrainConfig's defaults with the flags of ``argv`` (no preset: ``agents.presets.config_from_args``)."""
+    parser = build_parser(description="Train a LoRA LLM agent with RL and any registered estimator.")
+    args = parser.parse_args(argv)
+    return TrainConfig(**vars(args))

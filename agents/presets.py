@@ -6,6 +6,7 @@
     cfg = get_preset("textcraft-table", ["iterations=4", "out_dir=runs/tc"])   # preset + FIELD=VALUE
     bipace-train --preset textcraft-table --iterations 4 --set lr=1e-3       # explicit flags override
     bipace-compare --preset tiny --set iterations=2
+    cfg = config_from_args(["--preset", "smoke", "--iterations", "3"])         # as bipace-train parses
 
 A preset is a function returning a ``TrainConfig`` whose docstring says what it is for and where its
 numbers come from (``docs/experiments.md`` holds the runs). ``preset_name`` records which one a run started
@@ -13,11 +14,12 @@ from, so a finished run's ``config.json`` holds its preset and every field.
 """
 from __future__ import annotations
 
+import argparse
 import dataclasses
 from dataclasses import dataclass
 from typing import Callable
 
-from agents.config import TrainConfig
+from agents.config import TrainConfig, build_parser
 
 
 @dataclass(frozen=True)
@@ -179,3 +181,30 @@ def get_preset(name: str, sets: list[str] | dict | None = None) -> TrainConfig:
 def describe() -> str:
     """Every preset's name and the first line of its docstring (for ``--help``)."""
     return "\n".join(f"  {name}: {p.doc.splitlines()[0]}" for name, p in sorted(PRESETS.items()))
+
+
+def cli_parser(**kw) -> argparse.ArgumentParser:
+    """``bipace-train``'s parser: ``--preset NAME`` and ``--set FIELD=VALUE`` beside one option per field."""
+    parser = build_parser(**kw)
+    parser.add_argument("--preset", default="", metavar="NAME",
+                        help="start from a named preset (agents/presets.py); flags given override it:\n"
+                             + describe())
+    parser.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
+                        help="any TrainConfig field (repeatable), applied after the flags")
+    return parser
+
+
+def config_from_args(argv=None, parser: argparse.ArgumentParser | None = None) -> TrainConfig:
+    """The config of a command line: the ``--preset``'s (or TrainConfig's defaults), then the flags given,
+    then ``--set FIELD=VALUE``. Raises ValueError for an unknown preset or a bad ``--set``."""
+    parser = parser or cli_parser()
+    known, _ = parser.parse_known_args(argv)
+    base = TrainConfig()
+    if known.preset:
+        base = get_preset(resolve_name(known.preset))
+        # the preset's values become the defaults, so only flags actually given override them
+        parser.set_defaults(**{k: v for k, v in dataclasses.asdict(base).items() if k != "preset_name"})
+    args = vars(parser.parse_args(argv))
+    sets = parse_sets(args.pop("set"))
+    args.pop("preset")
+    return dataclasses.replace(base, **{**args, **sets})

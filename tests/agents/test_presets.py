@@ -7,8 +7,8 @@ import json
 
 import pytest
 
-from agents.config import TrainConfig, parse_config
-from agents.presets import ALIASES, PRESETS, get_preset, parse_sets
+from agents.config import TrainConfig
+from agents.presets import ALIASES, PRESETS, config_from_args, get_preset, parse_sets
 
 
 @pytest.mark.parametrize("name", sorted(PRESETS))
@@ -33,13 +33,13 @@ def test_the_four_settings_the_project_reports_are_presets():
 
 
 def test_flags_given_override_the_preset_and_set_comes_last():
-    cfg = parse_config(["--preset", "textcraft-table", "--iterations", "3", "--set", "lr=1e-3",
-                        "--set", "mode=mean_norm"])
+    cfg = config_from_args(["--preset", "textcraft-table", "--iterations", "3", "--set", "lr=1e-3",
+                            "--set", "mode=mean_norm"])
     want = dataclasses.replace(get_preset("textcraft-table"), iterations=3, lr=1e-3, mode="mean_norm")
     assert cfg == want
     # a flag equal to TrainConfig's default still overrides the preset (the preset is the default now)
-    assert parse_config(["--preset", "textcraft-table", "--batch-tasks", "16"]).batch_tasks == 16
-    assert parse_config(["--iterations", "3"]) == dataclasses.replace(TrainConfig(), iterations=3)
+    assert config_from_args(["--preset", "textcraft-table", "--batch-tasks", "16"]).batch_tasks == 16
+    assert config_from_args(["--iterations", "3"]) == dataclasses.replace(TrainConfig(), iterations=3)
 
 
 def test_bad_presets_and_sets_are_refused_with_what_to_do(capsys):
