@@ -66,7 +66,10 @@ def run_one(cfg, warm_start: Path | None, fresh: bool) -> Path:
     out = Path(cfg.out_dir)
     done = out / "summary.json"
     if not fresh and done.exists() and (out / "config.json").exists():
-        if json.loads((out / "config.json").read_text()) == dataclasses.asdict(cfg):
+        # runs made before presets have no preset_name: the settings decide, not the name
+        stored = json.loads((out / "config.json").read_text())
+        stored.pop("preset_name", None)
+        if stored == {k: v for k, v in dataclasses.asdict(cfg).items() if k != "preset_name"}:
             print(f"reusing finished run {out}")
             return out
     if out.exists():
