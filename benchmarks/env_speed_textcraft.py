@@ -93,3 +93,10 @@ def run(args) -> None:
     for name in ("ours (cold caches)", "ours (warm caches)"):
         r = [a / b for a, b in zip(speeds[name], ref_speed)]
         print(f"ratio {name} / reference: resets {r[0]:.1f}x, steps {r[1]:.1f}x, incl. resets {r[2]:.1f}x")
+
+
+if __name__ == "__main__":     # the same as python -m benchmarks.env_speed textcraft
+    import sys
+
+    from benchmarks.env_speed import main
+    main(["textcraft", *sys.argv[1:]])

@@ -72,3 +72,10 @@ def run(args) -> None:
     print(f"steps: {steps:,} in {dt:.1f} s -> {steps / dt:,.0f} steps/s{first}; "
           f"episodes {episodes:,}, won {wins:,}")
     print("resident memory: " + ", ".join(f"after {k:,} steps {v:.1f} MiB" for k, v in sorted(rss.items())))
+
+
+if __name__ == "__main__":     # the same as python -m benchmarks.env_speed webshop
+    import sys
+
+    from benchmarks.env_speed import main
+    main(["webshop", *sys.argv[1:]])
