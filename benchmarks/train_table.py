@@ -216,7 +216,9 @@ def resolve_settings(args, ap, stored: dict | None):
     try:
         if stored is not None and args.preset is None:
             name = stored["preset"]
-            cfg = dataclasses.replace(TrainConfig(**stored["config"]), **parse_sets(args.set))
+            known = {f.name for f in dataclasses.fields(TrainConfig)}    # fields added later: defaults
+            then = TrainConfig(**{k: v for k, v in stored["config"].items() if k in known})
+            cfg = dataclasses.replace(then, **parse_sets(args.set))
         else:
             name = resolve_name(args.preset or "textcraft-table")
             cfg = get_preset(name, args.set)

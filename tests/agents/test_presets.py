@@ -69,4 +69,9 @@ def test_a_run_records_its_preset_and_every_field(tmp_path, monkeypatch):
     assert load_run_config(tmp_path / "run") == get_preset("smoke", ["iterations=1", "out_dir=run"])
     assert json.loads((tmp_path / "run" / "summary.json").read_text())["preset"] == "smoke"
     model, _ = load_run_policy(tmp_path / "run")         # the base policy with the run's final adapter
-    assert any("lora_B" in n for n, _ in model.named_parameters())
+    after_1, _ = load_run_policy(tmp_path / "run", iteration=1)     # its checkpoint of the last iteration
+    final = dict(model.named_parameters())
+    assert all(torch.equal(p, final[n]) for n, p in after_1.named_parameters() if "lora_B" in n)
+    assert any(float(p.abs().sum()) > 0 for n, p in final.items() if "lora_B" in n)     # trained, not fresh
+    with pytest.raises(FileNotFoundError, match=r"saved no adapter after iteration 5 \(saved after: \[1\]\)"):
+        load_run_policy(tmp_path / "run", iteration=5)
