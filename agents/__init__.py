@@ -1,9 +1,11 @@
 """LLM agents for bipace envs: policies (transformers + peft LoRA), prompts and action parsing,
 batched rollouts that record BiGPO hidden states, a PPO trainer for any estimator, and SFT warm start.
 
-    bipace-train --env textcraft --estimator bipace --model tiny --sft-steps 300   # see agents/cli.py
+    bipace-train --preset smoke --out-dir runs/smoke            # see agents/cli.py and agents/presets.py
 
 Modules: ``models`` (load / LoRA / tiny offline model), ``prompts`` + ``parsing``, ``envs`` (per-env
-reward maps, splits, experts), ``rollout``, ``ppo`` (loss pieces), ``trainer``, ``sft``, ``config``, ``cli``.
+reward maps, splits, experts), ``rollout``, ``ppo`` (loss pieces), ``trainer``, ``sft``, ``config``,
+``presets`` (named settings), ``runs`` (load a finished run), ``goal_screen`` (which goals RL samples),
+``cli``.
 Submodules are imported on demand so ``import agents`` stays cheap.
 """

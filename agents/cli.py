@@ -1,14 +1,16 @@
 """``bipace-train``: RL-train a LoRA agent on a bipace env with any registered estimator.
 
-    bipace-train --env textcraft --estimator bipace --model tiny --sft-steps 300 --iterations 20 \\
-        --env-kwargs '{"preset": "agentgym", "depths": [1, 2]}' --out-dir runs/tc-bipace
-    bipace-train --env textcraft --estimator gigpo --model Qwen/Qwen2.5-1.5B-Instruct \\
-        --dtype bfloat16 --device cuda --gradient-checkpointing --max-new-tokens 512
-    bipace-train ... --resume                       # continue from the latest checkpoint
+    bipace-train --preset smoke --out-dir runs/smoke            # seconds: checks an installation
+    bipace-train --preset textcraft-table --out-dir runs/tc     # the results table's TextCraft setting
+    bipace-train --preset textcraft-table --estimator grpo --set lr=1e-3   # flags and --set override it
+    bipace-train --preset qwen1.5b-alfworld --estimator gigpo   # the paper's single-GPU setting
+    bipace-train ... --resume                                   # continue from the latest checkpoint
 
-Every option is a field of ``agents.config.TrainConfig``; ``--help`` lists them all with defaults.
-Outputs in ``--out-dir``: ``adapter/`` (peft), ``checkpoints/``, ``train.csv``, ``eval.csv``, ``tb/``,
-``summary.json`` (and ``warm_start/`` with ``--sft-steps``).
+Presets live in ``agents/presets.py`` (``--help`` lists them); without ``--preset`` the settings are
+``agents.config.TrainConfig``'s defaults. Every field is an option (``--help`` lists them all); ``--set
+FIELD=VALUE`` takes any field too. Outputs in ``--out-dir``: ``adapter/`` (peft), ``checkpoints/``,
+``train.csv``, ``eval.csv``, ``tb/``, ``config.json`` (the preset's name and every field), ``summary.json``
+(and ``warm_start/`` with ``--sft-steps``).
 """
 from __future__ import annotations
 
@@ -19,11 +21,15 @@ import sys
 
 def main(argv=None) -> int:
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-    from agents.config import build_parser, TrainConfig
-    parser = build_parser(prog="bipace-train", description=__doc__.split("\n\n")[0],
-                          epilog="Outputs: adapter/, checkpoints/, train.csv, eval.csv, tb/, summary.json")
-    args = parser.parse_args(argv)
-    cfg = TrainConfig(**vars(args))
+    from agents.presets import cli_parser, config_from_args
+    parser = cli_parser(prog="bipace-train", description=__doc__.split("\n\n")[0],
+                        epilog="Outputs: adapter/, checkpoints/, train.csv, eval.csv, tb/, config.json, "
+                               "summary.json")
+    try:
+        cfg = config_from_args(argv, parser)
+    except ValueError as exc:
+        print(f"bipace-train: error: {exc}", file=sys.stderr)
+        return 2
     try:
         from agents.trainer import Trainer
         summary = Trainer(cfg).train()

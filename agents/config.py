@@ -3,6 +3,9 @@ field below is an option with its help text (``--lora-rank`` for ``lora_rank``).
 
     from agents.config import TrainConfig
     cfg = TrainConfig(env="textcraft", estimator="bipace", model="tiny", iterations=20)
+
+Named settings that are known to work are presets of ``agents/presets.py`` (``bipace-train --preset``);
+the defaults below are the paper's hub-model values, not a tuned CPU setting.
 """
 from __future__ import annotations
 
@@ -27,6 +30,9 @@ class TrainConfig:
                                      "local folder")
     out_dir: str = opt("runs/run", "folder for checkpoints, CSV/TensorBoard logs and the final adapter")
     seed: int = opt(0, "seed of task sampling, decoding and the update order")
+    preset_name: str = opt("", "the named preset (agents/presets.py) these settings started from, recorded "
+                               "in the run's config.json ('' = TrainConfig's own defaults); set by --preset",
+                           cli=False)
     # --- model --------------------------------------------------------------------------------
     dtype: str = opt("float32", "float32 | bfloat16 | float16 (bfloat16 on GPUs)")
     device: str = opt("cpu", "cpu | cuda | cuda:N | auto (accelerate device map)")
@@ -229,8 +235,12 @@ class TrainConfig:
 
 
 def build_parser(cls=TrainConfig, **kw) -> argparse.ArgumentParser:
+    """One option per field (``--lora-rank`` for ``lora_rank``); ``agents.presets.cli_parser`` adds
+    ``--preset`` and ``--set``."""
     parser = argparse.ArgumentParser(formatter_class=argparse.ArgumentDefaultsHelpFormatter, **kw)
     for f in dataclasses.fields(cls):
+        if not f.metadata.get("cli", True):
+            continue
         name = "--" + f.name.replace("_", "-")
         if f.type in (bool, "bool"):
             parser.add_argument(name, action=argparse.BooleanOptionalAction, default=f.default,
@@ -243,6 +253,7 @@ def build_parser(cls=TrainConfig, **kw) -> argparse.ArgumentParser:
 
 
 def parse_config(argv=None) -> TrainConfig:
+    """TrainConfig's defaults with the flags of ``argv`` (no preset: ``agents.presets.config_from_args``)."""
     parser = build_parser(description="Train a LoRA LLM agent with RL and any registered estimator.")
     args = parser.parse_args(argv)
     return TrainConfig(**vars(args))

@@ -519,7 +519,7 @@ class Trainer:
             except ImportError:
                 print("tensorboard is not installed; logging to CSV only (pip install tensorboard)")
         t_start = time.perf_counter()
-        summary = {"estimator": c.estimator, "seed": c.seed, "mode": self.mode}
+        summary = {"preset": c.preset_name, "estimator": c.estimator, "seed": c.seed, "mode": self.mode}
 
         def run_eval(it):
             ev = self.evaluate()

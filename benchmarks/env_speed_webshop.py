@@ -1,6 +1,6 @@
 """WebShop env speed and memory: steps/s and resident memory after 1k and after N steps.
 
-    python benchmarks/env_speed.py webshop [--steps 100000] [--oracle-share 0.5]
+    python -m benchmarks.env_speed webshop [--steps 100000] [--oracle-share 0.5]
 
 Episodes alternate between the goal-buying oracle and a random policy over the admissible actions
 (queries drawn from the instruction's words), so search, paging, item pages and buying are all
@@ -72,3 +72,10 @@ def run(args) -> None:
     print(f"steps: {steps:,} in {dt:.1f} s -> {steps / dt:,.0f} steps/s{first}; "
           f"episodes {episodes:,}, won {wins:,}")
     print("resident memory: " + ", ".join(f"after {k:,} steps {v:.1f} MiB" for k, v in sorted(rss.items())))
+
+
+if __name__ == "__main__":     # the same as python -m benchmarks.env_speed webshop
+    import sys
+
+    from benchmarks.env_speed import main
+    main(["webshop", *sys.argv[1:]])

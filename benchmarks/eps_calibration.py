@@ -1,10 +1,14 @@
 """BiGPO/BiPACE's cosine radius ``eps`` for a given policy: do its hidden states tell TextCraft states apart?
 
-    python benchmarks/eps_calibration.py --model smollm2-135m
-    python benchmarks/eps_calibration.py --model runs/table/warm_start --group-size 8 --hidden-layer -1
+    python -m benchmarks.eps_calibration                       # preset textcraft-table: SmolLM2-135M
+    python -m benchmarks.eps_calibration --set model=runs/table/warm_start --set group_size=8 \
+        --set hidden_layer=-5
+
+Settings: a preset of ``agents/presets.py`` (``--preset``) plus ``--set FIELD=VALUE`` (its batch,
+prompts, model and ``hidden_layer``); ``--eps`` lists the radii compared.
 
 Rolls out one batch (B tasks x G episodes, the trainer's collector, so the embedding is the one the
-estimators get: the hidden state at ``--hidden-layer``, last prompt token) and prints:
+estimators get: the hidden state at ``hidden_layer``, last prompt token) and prints:
 - cosine distances between rows of one group with the same GiGPO anchor (the same env state reached
   with different histories) and with different anchors (different states), as percentiles;
 - step clusters per group at several eps against GiGPO's exact anchors per group, with the share of rows
@@ -16,14 +20,11 @@ folder is no preset: give it its preset's layer (-1 for smollm2-135m), or compar
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import sys
 
 import numpy as np
 
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def pair_distances(batch) -> tuple[np.ndarray, np.ndarray]:
@@ -55,37 +56,31 @@ def cluster_agreement(anchor_codes: np.ndarray, cluster_codes: np.ndarray) -> tu
 
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--model", default="smollm2-135m", help="preset, hub id or folder (e.g. a warm start)")
-    ap.add_argument("--tasks", type=int, default=8)
-    ap.add_argument("--group-size", type=int, default=8)
-    ap.add_argument("--max-steps", type=int, default=8)
-    ap.add_argument("--history-length", type=int, default=8)
-    ap.add_argument("--depths", type=int, nargs="+", default=[1, 2], help="TextCraft goal depths")
-    ap.add_argument("--temperature", type=float, default=1.0)
+    ap.add_argument("--preset", default="textcraft-table",
+                    help="the rollout's TrainConfig (agents/presets.py): B x G episodes, env, prompts")
+    ap.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
+                    help="any TrainConfig field, e.g. --set model=runs/table/warm_start")
     ap.add_argument("--eps", type=float, nargs="+", default=[0.005, 0.01, 0.02, 0.05, 0.1])
-    ap.add_argument("--hidden-layer", type=int, default=0,
-                    help="HF hidden_states index of the embedding (0 = the trainer's default: a preset's own "
-                         "layer, else BiPACE's depth scaled to the model)")
-    ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--out", default="/tmp/bipace-eps", help="scratch folder for the trainer's files")
     args = ap.parse_args(argv)
 
-    from agents.config import TrainConfig
+    import dataclasses
+
+    from agents.presets import get_preset
     from agents.trainer import Trainer
     from benchmarks.group_stats import group_stats, step_groups
-    cfg = TrainConfig(env="textcraft", model=args.model, out_dir=args.out, compact_prompts="yes",
-                      require_think="no",
-                      env_kwargs=json.dumps({"preset": "agentgym", "depths": args.depths}),
-                      max_steps=args.max_steps, history_length=args.history_length, show_admissible=False,
-                      max_new_tokens=32, batch_tasks=args.tasks,
-                      group_size=args.group_size, temperature=args.temperature, threads=args.threads,
-                      hidden_layer=args.hidden_layer, tensorboard=False, progress=False)
+    try:
+        cfg = dataclasses.replace(get_preset(args.preset, args.set), out_dir=args.out, sft_steps=0,
+                                  tensorboard=False, progress=False)
+    except ValueError as exc:
+        ap.error(str(exc))
     trainer = Trainer(cfg)
     ro, _ = trainer.rollout(1)
     batch = ro.batch
     same, diff = pair_distances(batch)
     q = [10, 50, 90]
-    print(f"{args.model}: {len(batch.reward)} rows, {args.tasks} groups, success {ro.success.mean():.2f}, "
+    print(f"{cfg.model}: {len(batch.reward)} rows, {cfg.batch_tasks} groups, "
+          f"success {ro.success.mean():.2f}, "
           f"hidden layer {trainer.collector('train').capture.layer}")
     print(f"cosine distance, same anchor ({len(same)} pairs): p10/p50/p90 = "
           + " / ".join(f"{v:.4f}" for v in np.percentile(same, q)) if len(same) else "no same-anchor pairs")

@@ -11,14 +11,10 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 
-
-def _helpers():
-    from benchmarks.estimator_speed import _flat, _key, _mean, _norm
-    return _flat, _key, _mean, _norm
+from benchmarks.loop_math import flat as _flat, key as _key, mean as _mean, norm as _norm
 
 
 def loop_rloo(rows, ctx, o):
-    _flat, _, _, _ = _helpers()
     episodes = defaultdict(dict)                     # group -> traj -> episode return
     for (g, t), members in ctx["trajs"].items():
         episodes[g][t] = sum(rows[i]["reward"] for i in members)
@@ -38,7 +34,6 @@ def loop_rloo(rows, ctx, o):
 
 
 def loop_reinforce_pp(rows, ctx, o):
-    _flat, _, _mean, _ = _helpers()
     ret = ctx["ret"]
     if len(ret) < 2 or _flat(ret, o["equal_tol"]):
         return [0.0] * len(ret)
@@ -48,7 +43,6 @@ def loop_reinforce_pp(rows, ctx, o):
 
 
 def _anchor_members(rows):
-    _, _key, _, _ = _helpers()
     members = defaultdict(list)
     for i, r in enumerate(rows):
         members[(r["group"], _key(r["anchor"]))].append(i)
@@ -56,7 +50,6 @@ def _anchor_members(rows):
 
 
 def loop_gagpo(rows, ctx, o):
-    _, _, _mean, _norm = _helpers()
     gamma, lam = o["gamma"], o.get("gae_lambda", 0.95)
     members, key = _anchor_members(rows)
     pen = [o["invalid_penalty"] * (0 if r["valid"] else 1) for r in rows]
@@ -82,7 +75,6 @@ def loop_gagpo(rows, ctx, o):
 def success_probabilities_by_iteration(rows, trajs, hca_gamma=0.95, tol=1e-13, max_iter=100_000):
     """p per (group, anchor) node by value iteration from p = 0 (spec-2 2.3), and the successor of each
     row ('SUCC', 'FAIL' or a node)."""
-    _, _key, _, _ = _helpers()
     edges = defaultdict(lambda: defaultdict(int))
     succ_of = {}
     for (g, _t), members in trajs.items():
@@ -108,7 +100,6 @@ def success_probabilities_by_iteration(rows, trajs, hca_gamma=0.95, tol=1e-13, m
 
 
 def loop_graphhca(rows, ctx, o):
-    _, _key, _, _ = _helpers()
     p, succ_of = success_probabilities_by_iteration(rows, ctx["trajs"], o.get("hca_gamma", 0.95))
     p_min, w = o.get("p_min", 1e-3), o.get("hca_weight", 0.5)
     out = []
@@ -121,7 +112,6 @@ def loop_graphhca(rows, ctx, o):
 
 
 def loop_gaca(rows, ctx, o):
-    _, _, _mean, _norm = _helpers()
     members, key = _anchor_members(rows)
     ret = ctx["ret"]
     step = [_norm(ret[i], [ret[j] for j in members[key[i]]], o["mode"], o["epsilon"], 1, o["equal_tol"],

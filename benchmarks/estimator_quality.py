@@ -1,6 +1,6 @@
 """Estimator quality against the true advantage, on text MDPs where it is exactly computable.
 
-    python benchmarks/estimator_quality.py [--out runs/estimator_quality --batches 6 --tasks 8 --group-size 8]
+    python -m benchmarks.estimator_quality [--out runs/estimator_quality --batches 6 --tasks 8 --group-size 8]
 
 Every batch draws ``--tasks`` worlds of ``benchmarks/text_mdp.py`` (rooms, a key, a locked chest; the
 observation text aliases bisimilar states with per-visit paraphrases and history-dependent feedback),
@@ -46,20 +46,18 @@ import argparse
 import csv
 import hashlib
 import re
-import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from benchmarks.group_stats import group_stats, step_groups  # noqa: E402
-from benchmarks.text_mdp import make_world, rollout, solve  # noqa: E402
-from estimators import (StepBatch, available_estimators, compute_advantages, resolve_options,  # noqa: E402
+from benchmarks.group_stats import group_stats, step_groups
+from benchmarks.text_mdp import make_world, rollout, solve
+from estimators import (StepBatch, available_estimators, compute_advantages, resolve_options,
                         step_returns)
-from estimators.registry import pace_step_term  # noqa: E402
-from estimators.returns import group_normalize  # noqa: E402
+from estimators.registry import pace_step_term
+from estimators.returns import group_normalize
 
 STOP_WORDS = frozenset(
     "a an the and or but of in on at to into onto from by for with without about as is are was were be been "

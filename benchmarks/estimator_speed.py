@@ -1,6 +1,6 @@
 """Estimator speed: each registered estimator against a plain per-row Python loop of the same maths.
 
-    python benchmarks/estimator_speed.py [--groups 16 --rollouts 8 --max-steps 50 --dim 1536]
+    python -m benchmarks.estimator_speed [--groups 16 --rollouts 8 --max-steps 50 --dim 1536]
 
 The batch mimics a real one: G rollouts per task wander through a task-specific set of latent
 states, each state rendered as an embedding plus small noise (so BiGPO finds real clusters), sparse
@@ -19,47 +19,16 @@ for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
 
 import argparse  # noqa: E402  (after the thread variables)
 import math  # noqa: E402  (after the thread variables)
-import sys  # noqa: E402  (after the thread variables)
 import time  # noqa: E402  (after the thread variables)
 from collections import defaultdict  # noqa: E402  (after the thread variables)
 
 import numpy as np  # noqa: E402  (after the thread variables)
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from benchmarks.estimator_loops import EXTRA_LOOPS  # noqa: E402
+from benchmarks.loop_math import flat as _flat, key as _key, mean as _mean, norm as _norm  # noqa: E402
 from estimators import StepBatch, available_estimators, compute_advantages  # noqa: E402
 
 # ---------------------------------------------------------------- plain per-row loop implementation
-
-
-def _key(v):
-    if isinstance(v, np.ndarray):
-        return tuple(v.ravel().tolist())
-    return v
-
-
-def _mean(xs):
-    return sum(xs) / len(xs)
-
-
-def _std(xs, ddof):
-    m = _mean(xs)
-    return math.sqrt(sum((x - m) ** 2 for x in xs) / max(len(xs) - ddof, 1))
-
-
-def _flat(xs, tol):
-    return tol is not None and len(xs) >= 2 and max(xs) - min(xs) <= tol * max(1.0, abs(max(xs)))
-
-
-def _norm(value, pool, mode, eps, ddof, tol, singleton):
-    if len(pool) == 1:
-        if singleton == "raw":
-            return value / (1 + eps) if mode == "mean_std_norm" else value
-        return 0.0
-    if _flat(pool, tol):
-        return 0.0
-    m = _mean(pool)
-    return (value - m) / (_std(pool, ddof) + eps) if mode == "mean_std_norm" else value - m
 
 
 def loop_advantages(rows, name, gamma=0.95, mode=None, step_weight=1.0, invalid_penalty=0.1,

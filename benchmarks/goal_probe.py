@@ -3,17 +3,17 @@
 recipe), and the actions of one lost episode; then the same by recipe shape, with the share of goals whose
 episodes mixed wins and losses (a G-episode group of a goal that is never won, or always, has no signal).
 
-    python benchmarks/goal_probe.py --model runs/table/warm_start --split train --depths 1 --repeats 8
-    python benchmarks/goal_probe.py --model runs/table/warm_start --split test --min-ingredients 2
-    python benchmarks/goal_probe.py --run runs/table/grpo_seed0 --split test --min-ingredients 2   # after RL
-    python benchmarks/goal_probe.py --run runs/table/grpo_seed0 --goal-list runs/table/rl_goals.txt \
+    python -m benchmarks.goal_probe --model runs/table/warm_start --split train --depths 1 --repeats 8
+    python -m benchmarks.goal_probe --model runs/table/warm_start --split test --min-ingredients 2
+    python -m benchmarks.goal_probe --run runs/table/grpo_seed0 --split test --min-ingredients 2   # after RL
+    python -m benchmarks.goal_probe --run runs/table/grpo_seed0 --goal-list runs/table/rl_goals.txt \
         --checkpoints 0 3 6 --repeats 8                # its training goals before, during and after RL
 
 ``--checkpoints`` plays the policy a run saved after each listed iteration on the same goals with the same
 env and decoding seeds (0 = before its first update), so the change between iterations is the policy's,
 not which goals a batch drew: the training-success column of ``train.csv`` is 8 random goals' rollouts.
 
-Settings (max steps, history, prompts) default to ``benchmarks/train_table.py``'s depth-1 table; pass
+Settings (max steps, history, prompts) default to the ``textcraft-table`` preset's (agents/presets.py); pass
 that table's values if it ran with others. With ``--run`` they come from the run's ``config.json``, so
 the policy plays the prompts it was trained on.
 """
@@ -21,15 +21,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import sys
 import time
 from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from benchmarks.table_report import textcraft_shapes  # noqa: E402  (needs the path above)
+from agents.runs import checkpoint_adapter, load_run_adapter, run_policy
+from bipace_envs.textcraft.goals import goal_ingredients
 
 
 def chosen_goals(args, shapes: dict) -> list:
@@ -102,19 +100,6 @@ def probe(args, tr, goals: list) -> dict:
     return seen
 
 
-def run_policy(run: Path) -> tuple[str, dict]:
-    """A finished RL run's base policy and LoRA shape (its ``config.json``), so its ``adapter/`` loads onto
-    the same modules; raises SystemExit naming what is missing."""
-    need = [run / "config.json", run / "adapter" / "adapter_model.safetensors"]
-    missing = [str(p) for p in need if not p.exists()]
-    if missing:
-        raise SystemExit(f"--run {run}: missing {', '.join(missing)}; pass the folder of a finished RL run "
-                         "(e.g. a train_table run such as runs/table/grpo_seed0)")
-    cfg = json.loads(need[0].read_text())
-    lora = {k: cfg[k] for k in ("lora_rank", "lora_alpha", "lora_mlp", "lora_layers") if k in cfg}
-    return cfg["model"], lora
-
-
 # what shapes a policy's prompts and episodes: a run is played with its own values
 RUN_SETTINGS = ("max_steps", "history_length", "max_new_tokens", "show_admissible")
 
@@ -133,28 +118,6 @@ def use_run_settings(args, ap) -> None:
             ap.error(f"--{key.replace('_', '-')} {given} differs from the run's {value} "
                      f"({args.run}/config.json); drop the flag to play the run as it was trained")
         setattr(args, key, value)
-
-
-def checkpoint_adapter(run: Path, iteration: int) -> Path:
-    """The adapter folder ``run`` saved after ``iteration`` (its checkpoints, one per iteration in a
-    train_table run); raises SystemExit naming the saved ones when there is none."""
-    folder = run / "checkpoints" / f"iter_{iteration:06d}" / "adapter"
-    if not (folder / "adapter_model.safetensors").exists():
-        saved = sorted(int(p.name[5:]) for p in (run / "checkpoints").glob("iter_*"))
-        raise SystemExit(f"--checkpoints {iteration}: {run} saved no adapter after iteration {iteration} "
-                         f"(saved after: {saved or 'none'}); pick one of those, or 0 for the policy before "
-                         "the first update")
-    return folder
-
-
-def load_run_adapter(model, run: Path, adapter: Path | None = None) -> None:
-    """Puts a run's trained LoRA weights (its final ``adapter/``, or ``adapter``) into ``model``, a peft
-    model of the same LoRA shape."""
-    from agents.models import load_adapter_weights
-    result = load_adapter_weights(model, adapter or run / "adapter")
-    if getattr(result, "unexpected_keys", None):
-        raise SystemExit(f"--run {run}: its adapter has weights this model lacks "
-                         f"({result.unexpected_keys[:3]} ...); was it trained on another base policy?")
 
 
 def report(seen: dict, shapes: dict, repeats: int, show: int) -> str:
@@ -203,12 +166,14 @@ def curve_report(seen_at: dict) -> str:
 
 
 def main(argv=None) -> None:
+    from agents.presets import get_preset
+    table = get_preset("textcraft-table")      # the settings a table's policies were trained with
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--model", help="a preset (smollm2-135m) or a folder, e.g. a warm start")
     ap.add_argument("--run", type=Path,
                     help="a finished RL run's folder: plays its policy (the run's --model plus its adapter)")
     ap.add_argument("--split", default="train", choices=["train", "test"])
-    ap.add_argument("--depths", type=int, nargs="+", default=[1])
+    ap.add_argument("--depths", type=int, nargs="+", default=table.env_kwargs_dict()["depths"])
     ap.add_argument("--min-ingredients", type=int, default=1)
     ap.add_argument("--max-ingredients", type=int, default=9)
     ap.add_argument("--goals", type=int, default=0, help="only the first N chosen goals (0 = all)")
@@ -219,11 +184,12 @@ def main(argv=None) -> None:
                     help="with --run: play the policy it saved after each of these iterations (0 = before "
                          "its first update) on the same goals and seeds, and print the curve")
     ap.add_argument("--repeats", type=int, default=8, help="episodes per goal (a GRPO group's size)")
-    ap.add_argument("--temperature", type=float, default=1.0, help="RL's rollout temperature by default")
-    ap.add_argument("--max-steps", type=int, default=6)
-    ap.add_argument("--history-length", type=int, default=6)
-    ap.add_argument("--max-new-tokens", type=int, default=32)
-    ap.add_argument("--show-admissible", action=argparse.BooleanOptionalAction, default=False,
+    ap.add_argument("--temperature", type=float, default=table.temperature,
+                    help="RL's rollout temperature by default")
+    ap.add_argument("--max-steps", type=int, default=table.max_steps)
+    ap.add_argument("--history-length", type=int, default=table.history_length)
+    ap.add_argument("--max-new-tokens", type=int, default=table.max_new_tokens)
+    ap.add_argument("--show-admissible", action=argparse.BooleanOptionalAction, default=table.show_admissible,
                     help="list the admissible actions in the prompt (off, as in train_table)")
     ap.add_argument("--batch", type=int, default=32, help="episodes played together")
     ap.add_argument("--seed", type=int, default=5000, help="first env and decoding seed")
@@ -233,7 +199,7 @@ def main(argv=None) -> None:
     ap.add_argument("--json", type=Path, help="also write {goal: {won, lost}} here")
     ap.add_argument("--mixed-out", type=Path,
                     help="write the goals with both wins and losses here, one per line (for "
-                         "train_table.py --train-goals)")
+                         "benchmarks.train_table --train-goals)")
     args = ap.parse_args(argv)
     if args.repeats < 1 or args.min_ingredients > args.max_ingredients:
         ap.error("--repeats must be >= 1 and --min-ingredients <= --max-ingredients")
@@ -246,13 +212,20 @@ def main(argv=None) -> None:
                  "(with --run alone it plays the run's final policy)")
     if args.goal_list is not None and not args.goal_list.is_file():
         ap.error(f"--goal-list: no file {args.goal_list}")
+    try:
+        play(args, ap)
+    except (FileNotFoundError, ValueError) as exc:
+        raise SystemExit(f"--run: {exc}") from exc
+
+
+def play(args, ap) -> None:
     args.lora = {}
     if args.run:            # a clear error before the goals are played
         args.model, args.lora = run_policy(args.run)
         use_run_settings(args, ap)
     iterations = sorted(set(args.checkpoints or []))
     adapters = {it: checkpoint_adapter(args.run, it) for it in iterations if it > 0}   # all there, first
-    shapes = textcraft_shapes()
+    shapes = goal_ingredients()
     goals = chosen_goals(args, shapes)
     tr = probe_trainer(args, goals)
     if iterations:

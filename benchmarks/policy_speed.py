@@ -2,10 +2,14 @@
 TextCraft rollout (B tasks x G episodes through the trainer's collector) and of one PPO update on its
 rows, for each model and each prompt/forward variant.
 
-    python benchmarks/policy_speed.py                                  # smollm2-135m and tiny, 3 variants
-    python benchmarks/policy_speed.py --models smollm2-135m --repeats 3 --tasks 4 --group-size 8
-    python benchmarks/policy_speed.py --models smollm2-135m --variants compact+shared compact+shared,kl0 \
+    python -m benchmarks.policy_speed                                  # smollm2-135m and tiny, 3 variants
+    python -m benchmarks.policy_speed --models smollm2-135m --repeats 3 --set batch_tasks=4 --set group_size=8
+    python -m benchmarks.policy_speed --models smollm2-135m --variants compact+shared compact+shared,kl0 \
         compact+shared,top8                                            # what makes the update cheaper
+
+Settings: a preset of ``agents/presets.py`` (``--preset``, default ``compare``: TextCraft depth 1, 4 tasks
+x G=4, 5 steps of up to 32 tokens) plus ``--set FIELD=VALUE``; each model of ``--models`` and each
+variant replace their fields, and the update is one pass over the whole rollout (``mini_batch_rows=0``).
 
 Variants: ``verbose`` = verl-agent's full prompt template, every prompt run whole (the trainer before
 compact prompts and prefix sharing); ``compact`` = the small-model template; ``compact+shared`` = that
@@ -27,11 +31,9 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
-import sys
 import time
 
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 VARIANTS = {
     "verbose": dict(compact_prompts="no", share_prefix=False),
@@ -69,16 +71,21 @@ def variant(name: str) -> str:
     return name
 
 
+def base_config(args):
+    """The preset's config plus ``--set``, with what the measurement fixes: one update pass over every row,
+    drift measured outside the timer, no logs."""
+    import dataclasses
+    from agents.presets import get_preset
+    cfg = get_preset(args.preset, args.set)
+    return dataclasses.replace(cfg, mini_batch_rows=0, drift_rows=0, tensorboard=False, progress=False,
+                               sft_steps=0, eval_before=False)
+
+
 def build(model: str, variant: str, args):
-    from agents.config import TrainConfig
+    import dataclasses
     from agents.trainer import Trainer
-    cfg = TrainConfig(env="textcraft", model=model, out_dir=os.path.join(args.out, f"{model}-{variant}"),
-                      env_kwargs='{"preset": "agentgym", "depths": [1, 2]}', max_steps=args.max_steps,
-                      history_length=8, show_admissible=False, require_think="no", batch_tasks=args.tasks,
-                      group_size=args.group_size, max_new_tokens=args.max_new_tokens, temperature=1.0,
-                      mini_batch_rows=0, micro_batch_rows=args.micro_batch, threads=args.threads,
-                      lr=args.lr, drift_rows=0, lora_rank=16, lora_alpha=32, tensorboard=False,
-                      progress=False, **variant_settings(variant))
+    folder = os.path.join(args.out, f"{model}-{variant}")
+    cfg = dataclasses.replace(base_config(args), model=model, out_dir=folder, **variant_settings(variant))
     return Trainer(cfg)
 
 
@@ -105,19 +112,19 @@ def main(argv=None) -> None:
     ap.add_argument("--variants", nargs="+", default=["verbose", "compact", "compact+shared"], type=variant,
                     help=f"a base ({', '.join(VARIANTS)}) with optional modifiers ,topN and "
                          f"{', '.join(',' + m for m in MODIFIERS)}")
-    ap.add_argument("--tasks", type=int, default=4, help="B: tasks per rollout")
-    ap.add_argument("--group-size", type=int, default=8, help="G: episodes per task")
-    ap.add_argument("--max-steps", type=int, default=4)
-    ap.add_argument("--max-new-tokens", type=int, default=16)
-    ap.add_argument("--micro-batch", type=int, default=16)
+    ap.add_argument("--preset", default="compare", help="the TrainConfig measured (agents/presets.py)")
+    ap.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
+                    help="any TrainConfig field (repeatable), e.g. --set batch_tasks=2 --set lr=1e-3")
     ap.add_argument("--repeats", type=int, default=2)
-    ap.add_argument("--lr", type=float, default=0.0, help="LoRA learning rate (0 = the model preset's)")
     ap.add_argument("--drift-rows", type=int, default=32,
                     help="rows whose log-ratio after the update gives 'drift' (not timed: it runs after)")
-    ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--out", default="/tmp/bipace-policy-speed",
                     help="scratch folder for the trainers' files")
     args = ap.parse_args(argv)
+    try:
+        c = base_config(args)
+    except ValueError as exc:
+        ap.error(str(exc))
 
     results: dict = {}
     for model in args.models:
@@ -129,9 +136,9 @@ def main(argv=None) -> None:
                     results.setdefault((model, v), []).append(m)
         del trainers
 
-    print(f"\nTextCraft rollout of {args.tasks} tasks x G={args.group_size}, up to {args.max_steps} steps, "
-          f"{args.max_new_tokens} new tokens; update = one PPO pass over its rows; {args.threads} threads; "
-          f"median of {args.repeats}\n")
+    print(f"\n{c.env} rollout of {c.batch_tasks} tasks x G={c.group_size}, up to {c.max_steps} steps, "
+          f"{c.max_new_tokens} new tokens (preset {args.preset}); update = one PPO pass over its rows; "
+          f"{c.threads} threads; median of {args.repeats}\n")
     print("| model | variant | rows | prompt tokens | rollout s | rollout tok/s | update s | update tok/s "
           "| drift |")
     print("|---|---|---|---|---|---|---|---|---|")

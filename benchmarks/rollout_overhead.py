@@ -1,7 +1,7 @@
 """Cost of recording BiGPO hidden states during rollouts: the same rollouts with and without the
 capture hook, interleaved in one run (same tasks, seeds and sampling seeds, so the same tokens).
 
-    python benchmarks/rollout_overhead.py [--model tiny] [--envs 16] [--repeats 5] [--max-new-tokens 24]
+    python -m benchmarks.rollout_overhead [--model tiny] [--envs 16] [--repeats 5] [--max-new-tokens 24]
 
 BiPACE's paper spends 11.3% of a training step on an extra forward pass for the hidden states; ours
 reads them from the prefill forward that ``generate`` runs anyway. Prints the rollout wall time and the
@@ -12,11 +12,9 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
-import sys
 import time
 
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def main(argv=None) -> None:

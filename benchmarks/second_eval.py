@@ -4,11 +4,11 @@ seeds, and prints each run's change from the warm start in the table's evaluatio
 and in both together (twice the episodes; every goal paired with itself).
 
     T=runs/table; mkdir -p $T/second
-    python benchmarks/goal_probe.py --run $T/grpo_seed0 --split test --checkpoints 0 10 --repeats 12 \\
+    python -m benchmarks.goal_probe --run $T/grpo_seed0 --split test --checkpoints 0 10 --repeats 12 \\
         --temperature 0.4 --seed 20000 --json $T/second/grpo_seed0.json      # iteration 0 = the warm start
-    python benchmarks/goal_probe.py --run $T/gigpo_seed0 --split test --repeats 12 --temperature 0.4 \\
+    python -m benchmarks.goal_probe --run $T/gigpo_seed0 --split test --repeats 12 --temperature 0.4 \\
         --seed 20000 --json $T/second/gigpo_seed0.json                       # each other run's final policy
-    python benchmarks/second_eval.py --table $T --second $T/second
+    python -m benchmarks.second_eval --table $T --second $T/second
 
 Use the table's held-out goals, repeats and evaluation temperature (``--repeats``, ``--temperature``
 above) and one ``--seed`` for every file, far from the table's (its evaluation plays seeds 1000 on), so
@@ -20,14 +20,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import sys
 from pathlib import Path
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from benchmarks.goal_probe import by_task as tallies  # noqa: E402  (needs the path above)
-from benchmarks.stats import ci95  # noqa: E402
-from benchmarks.table_report import final_by_task, paired_change, pooled_by_task, won_of  # noqa: E402
+from benchmarks.goal_probe import by_task as tallies
+from benchmarks.stats import ci95
+from benchmarks.table_report import final_by_task, paired_change, pooled_by_task, won_of
 
 
 def read_second(folder: Path) -> tuple[dict | None, dict]:

@@ -1,6 +1,6 @@
 """The report of ``benchmarks/train_table.py``: its Markdown table and figure, from a table's folder.
 
-    python benchmarks/train_table.py --out runs/table --report     # print and write them; trains nothing
+    python -m benchmarks.train_table --out runs/table --report     # print and write them; trains nothing
 
 Works on a finished table and on one still being filled: rows not run yet say so (a run stopped part-way
 says how many iterations it has), so a table that spans sessions can be read at any point. Writes
@@ -154,12 +154,14 @@ def load_table(out: Path, estimators: list[str], seeds: list[int], iterations: i
     table = Table(warm, None, screen=(_read(out / "screen.json") or {}).get("by_task"),
                   window=curve_window(iterations, window))
     settings = _read(out / "table_settings.json") or {}
+    settings = settings.get("table", settings)      # today's form keeps the table's options under "table"
     chosen, minimum = settings.get("train_goals"), settings.get("min_ingredients", 1)
     simpler = settings.get("also_simpler", 0)
     if chosen:     # --train-goals replaced the screen: mark those goals among the screened (or alone)
         table.screen = {g: [int(g in chosen), 1] for g in table.screen or chosen}
         table.trained_on = "the goals of --train-goals"
     elif table.screen and minimum > 1:
+        from agents.goal_screen import screen_choice
         chosen = screen_choice(table.screen, minimum, simpler)
         table.screen = {g: [int(g in chosen), 1] for g in table.screen}
         table.trained_on = f"the training goals of {minimum}+ ingredients the warm start won in the screen" \
@@ -207,15 +209,6 @@ def _change_text(change) -> str:
             else f"{d:+.3f} ± {half:.3f} (unpaired)")
 
 
-def textcraft_depths() -> dict[str, int]:
-    """Crafting depth of every TextCraft goal, under each name an evaluation may record it by."""
-    from bipace_envs.textcraft.recipes import PREFIX, item_to_text, load_book
-    book, out = load_book(), {}
-    for goal, depth in book.depth.items():
-        out[goal] = out[goal.replace(PREFIX, "")] = out[item_to_text(goal)] = depth
-    return out
-
-
 def split_by_depth(by_task: dict, depths: dict) -> dict:
     """by_task split into {depth: by_task of the goals of that depth}; goals of unknown depth under "?"."""
     groups: dict = {}
@@ -234,42 +227,6 @@ def depth_changes(warm_by_task: dict, by_task: dict, depths: dict) -> dict:
         change = paired_change(warm_goals, mine)[:2] if set(mine) == set(warm_goals) else (None, None)
         out[d] = (won, eps, *change)
     return out
-
-
-def textcraft_shapes() -> dict[str, int]:
-    """Ingredients (distinct inputs) of each TextCraft goal's simplest recipe, under each name an evaluation
-    may record it by: the depth-1 goals the warm start loses are the ones that need two or more."""
-    from bipace_envs.textcraft.recipes import PREFIX, item_to_text, load_book
-    book, out = load_book(), {}
-    for goal in book.depth:
-        recipes = book.recipes_for(goal)
-        if recipes:
-            n = min(len({i.name for i in r.inputs}) for r in recipes)
-            out[goal] = out[goal.replace(PREFIX, "")] = out[item_to_text(goal)] = n
-    return out
-
-
-def single_recipe_goals() -> set[str]:
-    """TextCraft goals with exactly one recipe (their recipe list offers no choice of ingredients)."""
-    from bipace_envs.textcraft.recipes import PREFIX, load_book
-    book = load_book()
-    return {g.replace(PREFIX, "") for g in book.depth if len(book.recipes_for(g)) == 1}
-
-
-def screen_choice(by_task: dict, min_ingredients: int = 1, also_simpler: int = 0) -> set[str]:
-    """The training goals RL samples after a screen: those the warm start won at least once, of recipes
-    needing at least ``min_ingredients`` distinct ingredients (``--min-ingredients``), plus
-    ``also_simpler`` of the won goals needing fewer (``--also-simpler``: a fixed draw among those with a
-    single recipe, so RL also sees goals that are won by crafting as soon as the ingredients are in)."""
-    shapes = textcraft_shapes() if min_ingredients > 1 else {}
-    won = sorted(g for g, (wins, _) in by_task.items() if wins > 0)
-    chosen = {g for g in won if shapes.get(g, 1) >= min_ingredients}
-    if also_simpler > 0 and min_ingredients > 1:
-        single = single_recipe_goals()
-        simpler = [g for g in won if shapes.get(g, 1) < min_ingredients and g in single]
-        pick = np.random.default_rng(0).choice(simpler, min(also_simpler, len(simpler)), replace=False)
-        chosen |= {str(g) for g in pick}
-    return chosen
 
 
 # how a split's groups are named: (what the title calls a goal's group, a group's column name)
@@ -351,7 +308,7 @@ def plot(table: Table, estimators: list[str], seeds: list[int], path: Path,
     import matplotlib.pyplot as plt
     from matplotlib.ticker import MaxNLocator
 
-    from benchmarks.compare import MARKERS, STYLES, _data_limits
+    from benchmarks.plotting import MARKERS, STYLES, data_limits
     colours = plt.get_cmap("tab10")
     fig, (left, right, change) = plt.subplots(1, 3, figsize=(16, 4.5),
                                               gridspec_kw={"width_ratios": [3, 2, 2]})
@@ -380,7 +337,7 @@ def plot(table: Table, estimators: list[str], seeds: list[int], path: Path,
     right.set_xlim(-0.6, len(labels) - 0.4)
     right.set_ylabel(f"held-out success % ({table.warm.episodes} episodes;\n95% CI over goals, else "
                      "over episodes)")
-    right.set_ylim(*_data_limits(right, 100.0))
+    right.set_ylim(*data_limits(right, 100.0))
     paired = [p for p in runs if p.change and p.change[4]]
     fills = ["none", "bottom", "top", "left", "right"]       # one fill per goal depth; filled = all goals
     depth_names = list(split_by_depth(table.warm.by_task, depths)) if depths and paired else []
@@ -412,7 +369,7 @@ def plot(table: Table, estimators: list[str], seeds: list[int], path: Path,
     left.set_ylabel("training-goal success % (that iteration's episodes)")
     left.xaxis.set_major_locator(MaxNLocator(integer=True))
     if left.lines:
-        left.set_ylim(*_data_limits(left, 100.0))
+        left.set_ylim(*data_limits(left, 100.0))
         left.legend(fontsize=8, ncol=2)
     else:
         left.text(0.5, 0.5, "no RL iteration yet", ha="center", transform=left.transAxes)
@@ -430,9 +387,10 @@ def write_report(out: Path, estimators: list[str], seeds: list[int], iterations:
     splits by goal depth and by recipe shape."""
     table = load_table(out, estimators, seeds, iterations, window)
     if table is None:
-        return f"{out}: no warm-start evaluation yet (run benchmarks/train_table.py --out {out} first)"
-    depths = textcraft_depths() if depths is None else depths
-    shapes = textcraft_shapes() if shapes is None else shapes
+        return f"{out}: no warm-start evaluation yet (run python -m benchmarks.train_table --out {out} first)"
+    from bipace_envs.textcraft.goals import goal_depths, goal_ingredients
+    depths = goal_depths() if depths is None else depths
+    shapes = goal_ingredients() if shapes is None else shapes
     text = markdown(table, depths, shapes)
     (out / "table.md").write_text(text + "\n")
     plot(table, estimators, seeds, out / "table.png", depths)

@@ -1,7 +1,7 @@
 """Vector-env speed: SyncVectorEnv, AsyncVectorEnv(shared_memory=False) and RayVectorEnv side by side.
 
-    python benchmarks/vector_speed.py                       # TextCraft + ALFWorld, 16 and 64 envs
-    python benchmarks/vector_speed.py --envs textcraft --sizes 16 --ray-workers 2 4
+    python -m benchmarks.vector_speed                       # TextCraft + ALFWorld, 16 and 64 envs
+    python -m benchmarks.vector_speed --envs textcraft --sizes 16 --ray-workers 2 4
 
 For each env and size every mode plays the same episodes (same seeds, task ids and actions: admissible
 ones drawn with a fixed RNG) on one local Ray instance started here (``--ray-cpus``, default the
@@ -17,14 +17,12 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 import time
 from functools import partial
 
 import numpy as np
 
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 

@@ -9,10 +9,7 @@ import pytest
 from benchmarks import compare
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
-TINY = ["--preset", "tiny", "--iterations", "2", "--set", "batch_tasks=2", "--set", "group_size=2",
-        "--set", "max_steps=2",
-        "--set", "max_new_tokens=6", "--set", "sft_steps=2", "--set", "eval_tasks=2", "--set", "eval_batch=2",
-        "--set", "eval_every=1", "--set", "progress=false"]
+TINY = ["--preset", "smoke"]       # agents/presets.py: 2 iterations of 2 goals x G=2, evaluated each
 
 
 @pytest.fixture(scope="module")
@@ -72,22 +69,24 @@ def test_bad_arguments(tmp_path, capsys):
     assert compare.main(["--set", "no_such_field=1", "--out", str(tmp_path)]) == 2
     assert "TrainConfig field" in capsys.readouterr().err
     assert compare.main(["--set", "tensorboard=maybe", "--out", str(tmp_path)]) == 2
+    assert compare.main(["--preset", "nope", "--out", str(tmp_path)]) == 2
+    assert "unknown preset 'nope'" in capsys.readouterr().err
 
 
-def test_parse_overrides_types():
-    out = compare.parse_overrides(["batch_tasks=3", "lr=0.5", "env_kwargs={\"depths\": [1]}", "progress=no"])
-    assert out == {"batch_tasks": 3, "lr": 0.5, "env_kwargs": "{\"depths\": [1]}", "progress": False}
-
-
-@pytest.mark.parametrize("name", sorted(compare.PRESETS))
-def test_presets_are_valid_train_configs(name):
-    from agents.config import TrainConfig
-    from estimators import available_estimators
-    preset = compare.PRESETS[name]
-    cfg = TrainConfig(**preset["config"])
-    cfg.env_kwargs_dict()
-    assert set(preset["estimators"]) <= set(available_estimators())
-    assert preset["seeds"] and cfg.iterations > 0
+def test_preset_and_set_make_every_runs_config(tmp_path, monkeypatch):
+    """Each run's config is the preset's with --set applied (and its estimator, seed, folder): no flag of
+    the comparison's own copies a TrainConfig field."""
+    import dataclasses
+    from agents.presets import get_preset
+    seen = []
+    monkeypatch.setattr(compare, "run_one", lambda cfg, warm, fresh: seen.append(cfg) or 1 / 0)
+    with pytest.raises(ZeroDivisionError):
+        compare.main(["--preset", "tiny", "--set", "iterations=3", "--estimators", "gigpo", "--seeds", "4",
+                      "--out", str(tmp_path)])
+    want = dataclasses.replace(get_preset("tiny", ["iterations=3"]), estimator="gigpo", seed=4,
+                               out_dir=str(tmp_path / "runs" / "gigpo_seed4"))
+    assert seen == [want] and seen[0].preset_name == "tiny"
+    assert not any(a.dest in ("iterations", "env", "model") for a in compare.build_parser()._actions)
 
 
 def test_summary_pools_success_over_seeds_with_a_binomial_ci_and_other_figures_with_a_t_interval():
@@ -114,6 +113,7 @@ def test_plot_axes_follow_the_data():
     import matplotlib.pyplot as plt
     fig, ax = plt.subplots()
     ax.plot([1, 2, 3], [10.0, 12.0, 14.0])
-    lo, hi = compare._data_limits(ax, 100.0)
+    from benchmarks.plotting import data_limits
+    lo, hi = data_limits(ax, 100.0)
     assert 5 < lo < 10 and 14 < hi < 20
     plt.close(fig)

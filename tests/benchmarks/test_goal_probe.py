@@ -4,7 +4,7 @@ import json
 import pytest
 
 from benchmarks import goal_probe
-from benchmarks.table_report import textcraft_shapes
+from bipace_envs.textcraft.goals import goal_ingredients
 
 TINY = ["--model", "tiny", "--max-steps", "2", "--max-new-tokens", "4", "--threads", "1", "--batch", "3"]
 
@@ -39,7 +39,7 @@ def test_probe_plays_the_repeats_of_goals_of_the_chosen_shape(tmp_path, capsys, 
     out = tmp_path / "seen.json"
     goal_probe.main(TINY + ["--split", "test", "--min-ingredients", "2", "--goals", "2", "--repeats", "2",
                             "--out", str(tmp_path / "scratch"), "--json", str(out)])
-    seen, shapes = json.loads(out.read_text()), textcraft_shapes()
+    seen, shapes = json.loads(out.read_text()), goal_ingredients()
     assert len(seen) == 2 and all(shapes[g] >= 2 for g in seen)
     for rec in seen.values():
         assert len(rec["won"]) == 2
@@ -72,19 +72,20 @@ def test_a_runs_trained_adapter_is_loaded_into_a_fresh_policy_of_its_shape(tmp_p
     trained.save_pretrained(run / "adapter")
     (run / "config.json").write_text(json.dumps({"model": "tiny", "lora_rank": 4, "lora_alpha": 8,
                                                  "lora_mlp": False, "lora_layers": 1, "env": "textcraft"}))
-    assert goal_probe.run_policy(run) == ("tiny", {"lora_rank": 4, "lora_alpha": 8, "lora_mlp": False,
-                                                   "lora_layers": 1})
+    from agents.runs import load_run_adapter, run_policy
+    assert run_policy(run) == ("tiny", {"lora_rank": 4, "lora_alpha": 8, "lora_mlp": False,
+                                        "lora_layers": 1})
     fresh = _lora_tiny(top_layers=1)
     lora_b = {n: p for n, p in fresh.named_parameters() if "lora_B" in n}
     assert lora_b and all(float(p.detach().abs().sum()) == 0 for p in lora_b.values())
-    goal_probe.load_run_adapter(fresh, run)
+    load_run_adapter(fresh, run)
     want = dict(trained.named_parameters())
     for name, p in lora_b.items():
         assert torch.equal(p, want[name])
     everywhere = tmp_path / "all_layers"
     _lora_tiny(top_layers=0).save_pretrained(everywhere / "adapter")
-    with pytest.raises(SystemExit, match="adapter has weights this model lacks"):
-        goal_probe.load_run_adapter(_lora_tiny(top_layers=1), everywhere)    # LoRA on fewer blocks
+    with pytest.raises(ValueError, match="adapter has weights this model lacks"):
+        load_run_adapter(_lora_tiny(top_layers=1), everywhere)    # LoRA on fewer blocks
 
 
 def test_run_without_an_adapter_is_refused_with_what_to_pass(tmp_path):

@@ -23,9 +23,9 @@ def test_tiny_run_times_each_variant_and_reports_how_far_its_update_moved_the_po
     threads = torch.get_num_threads()
     try:
         policy_speed.main(["--models", "tiny", "--variants", "compact+shared", "compact+shared,top1",
-                           "--repeats", "1", "--tasks", "1", "--group-size", "2", "--max-steps", "2",
-                           "--max-new-tokens", "4", "--threads", "1", "--lr", "1e-2", "--drift-rows", "4",
-                           "--out", str(tmp_path)])
+                           "--repeats", "1", "--preset", "smoke", "--set", "batch_tasks=1", "--set",
+                           "group_size=2", "--set", "max_new_tokens=4", "--set", "lr=1e-2",
+                           "--drift-rows", "4", "--out", str(tmp_path)])
     finally:
         torch.set_num_threads(threads)
     out = capsys.readouterr().out

@@ -6,10 +6,15 @@ import pytest
 
 from benchmarks import train_table
 
-TINY = ["--model", "tiny", "--sft-steps", "2", "--iterations", "1", "--batch-tasks", "2", "--group-size", "2",
-        "--eval-tasks", "2",
-        "--eval-repeats", "1", "--max-steps", "2", "--max-new-tokens", "4", "--threads", "1", "--seeds", "0",
-        "--screen-repeats", "0"]
+
+def sets(*items: str) -> list[str]:
+    return [arg for item in items for arg in ("--set", item)]
+
+
+# the textcraft-table preset on the tiny model, a few seconds a run; RL's LoRA on the top 2 of its 4 blocks
+TINY = sets("model=tiny", "sft_steps=2", "iterations=1", "batch_tasks=2", "group_size=2", "eval_tasks=2",
+            "eval_batch=2", "eval_repeats=1", "max_steps=2", "max_new_tokens=4", "threads=1",
+            "lora_layers=2") + ["--seeds", "0", "--screen-repeats", "0"]
 
 
 @pytest.fixture
@@ -51,34 +56,65 @@ def test_rerun_keeps_finished_runs_adds_missing_ones_and_refuses_other_settings(
     assert "grpo seed 0: kept" in capsys.readouterr().out
 
     with pytest.raises(SystemExit, match="other settings.*'lr': \\(0.0015, 0.001\\)"):
-        train_table.main(out + TINY + ["--estimators", "bipace", "--lr", "1e-3"])
+        train_table.main(out + TINY + ["--estimators", "bipace"] + sets("lr=1e-3"))
     assert json.loads((tmp_path / "results.json").read_text()) == second
-    # flags left out take the table's own settings (tiny model, 1 iteration, ...), not the defaults
-    train_table.main(out + ["--estimators", "grpo", "gigpo", "--seeds", "0", "--threads", "1"])
+    # settings left out are the table's own (tiny model, 1 iteration, ...), not the preset's
+    train_table.main(out + ["--estimators", "grpo", "gigpo", "--seeds", "0"] + sets("threads=1"))
     assert "gigpo seed 0: kept" in capsys.readouterr().out
     assert json.loads((tmp_path / "results.json").read_text()) == second
+    stored = json.loads((tmp_path / "table_settings.json").read_text())
+    assert stored["preset"] == "textcraft-table" and stored["config"]["model"] == "tiny"
+    run_config = json.loads((tmp_path / "grpo_seed0" / "config.json").read_text())
+    assert run_config["preset_name"] == "textcraft-table"
 
-    # a table started before --depths existed ran with its default: it continues, and refuses another value
-    settings = json.loads((tmp_path / "table_settings.json").read_text())
-    del settings["depths"], settings["hidden_layer"]    # hidden_layer: read as 0, BiPACE's scaled depth
-    (tmp_path / "table_settings.json").write_text(json.dumps(settings))
-    train_table.main(out + TINY + ["--estimators", "grpo", "gigpo"])
-    with pytest.raises(SystemExit, match="'depths': \\(\\[1, 2\\], \\[1\\]\\)"):
-        train_table.main(out + TINY + ["--estimators", "grpo", "--depths", "1"])
-    assert json.loads((tmp_path / "results.json").read_text()) == second
+
+def test_a_table_made_before_presets_continues_with_its_stored_flags(tmp_path, capsys, keep_torch_threads):
+    """A folder whose table_settings.json holds train_table's old flags: mapped onto a TrainConfig, kept
+    runs are kept, and a flag it never stored reads as the default that table ran with."""
+    out = ["--out", str(tmp_path)]
+    train_table.main(out + TINY + ["--estimators", "grpo"] + sets("hidden_layer=0", "eps=0.05"))
+    first = json.loads((tmp_path / "results.json").read_text())
+    # the flags of commit 7e122c6 for TINY; depths and hidden_layer missing (added after it started)
+    legacy = {"model": "tiny", "warm_start_seed": 0, "sft_steps": 2, "sft_lr": 1e-3, "sft_batch": 8,
+              "sft_passes": 1, "sft_explore": 0.1, "sft_rename": 0.0, "rl_rename": 0.0, "lora_rank": 16,
+              "rl_lora_layers": None, "iterations": 1, "batch_tasks": 2, "group_size": 2, "lr": 1.5e-3,
+              "kl_coef": 0.0, "invalid_penalty": 0.0, "skip_zero_adv": True, "mini_batch_rows": 64,
+              "ppo_epochs": 1, "drift_rows": 32, "max_steps": 2, "max_new_tokens": 4, "history_length": 6,
+              "screen_repeats": 0, "min_ingredients": 1, "also_simpler": 0, "train_goals": None,
+              "task_sampling": "uniform", "dynamic_sampling": False, "mode": None, "eval_every": 0,
+              "eval_tasks": 2, "eval_repeats": 1, "temperature": 1.0, "eval_temperature": 0.4,
+              "show_admissible": False}
+    (tmp_path / "table_settings.json").write_text(json.dumps(legacy))
+    train_table.main(out + ["--estimators", "grpo", "--seeds", "0"] + sets("threads=1"))
+    assert "grpo seed 0: kept" in capsys.readouterr().out
+    assert json.loads((tmp_path / "results.json").read_text()) == first
+    stored = json.loads((tmp_path / "table_settings.json").read_text())
+    assert json.loads((tmp_path / "table_settings.legacy.json").read_text()) == legacy
+    config = stored["config"]
+    # rl_lora_layers None: the top half of the warm start's 4 blocks; depths: the default before 2026-12-03
+    assert config["lora_layers"] == 2 and json.loads(config["env_kwargs"])["depths"] == [1, 2]
+    assert (config["hidden_layer"], config["lora_alpha"], config["eval_batch"]) == (0, 32, 2)
+    assert stored["table"] == {"warm_start_seed": 0, "screen_repeats": 0, "min_ingredients": 1,
+                               "also_simpler": 0, "train_goals": None}
+    with pytest.raises(SystemExit, match="'env_kwargs': "):
+        train_table.main(out + ["--estimators", "grpo", "--seeds", "0"]
+                         + sets('env_kwargs={"preset": "agentgym", "depths": [1]}'))
+    assert json.loads((tmp_path / "results.json").read_text()) == first
 
 
 def test_depths_of_no_goals_are_refused_before_a_table_folder_is_made(tmp_path, capsys):
     with pytest.raises(SystemExit):
-        train_table.main(["--out", str(tmp_path / "t")] + TINY + ["--depths", "7"])
-    assert "--depths: depths=(7,): goal depths run over [1, 2, 3, 4]" in capsys.readouterr().err
+        depths_7 = 'env_kwargs={"preset": "agentgym", "depths": [7]}'
+        train_table.main(["--out", str(tmp_path / "t")] + TINY + sets(depths_7))
+    assert "settings: depths=(7,): goal depths run over [1, 2, 3, 4]" in capsys.readouterr().err
     assert not (tmp_path / "t").exists()
 
 
 def test_depths_choose_the_goals_of_warm_start_rl_and_evaluation(tmp_path, keep_torch_threads):
-    from benchmarks.table_report import textcraft_depths
-    train_table.main(["--out", str(tmp_path)] + TINY + ["--estimators", "grpo", "--depths", "1"])
-    depths = textcraft_depths()
+    from bipace_envs.textcraft.goals import goal_depths
+    train_table.main(["--out", str(tmp_path)] + TINY + ["--estimators", "grpo"]
+                     + sets('env_kwargs={"preset": "agentgym", "depths": [1]}'))
+    depths = goal_depths()
     warm_eval = json.loads((tmp_path / "warm_start_eval.json").read_text())
     held_out = warm_eval["by_task"]
     assert held_out and {depths[g] for g in held_out} == {1}
@@ -86,9 +122,9 @@ def test_depths_choose_the_goals_of_warm_start_rl_and_evaluation(tmp_path, keep_
     assert warm_eval["wall_s"] > 0 and not list(tmp_path.glob("*.chunks.jsonl"))
     rl = json.loads((tmp_path / "grpo_seed0" / "config.json").read_text())
     assert json.loads(rl["env_kwargs"])["depths"] == [1]
-    # RL's LoRA by default: the top half of the warm start's blocks (tiny: 2 of 4)
+    # RL's LoRA: the config's lora_layers (the top 2 of the tiny model's 4 blocks); no SFT of its own
     n_blocks = json.loads((tmp_path / "warm_start" / "config.json").read_text())["num_hidden_layers"]
-    assert rl["lora_layers"] == n_blocks // 2 == 2
+    assert rl["lora_layers"] == 2 < n_blocks and rl["sft_steps"] == 0
 
 
 def test_a_run_stopped_after_a_checkpoint_continues_instead_of_restarting(tmp_path, keep_torch_threads):
@@ -157,7 +193,7 @@ def _write_table_folder(root, per_goal: bool, with_zero_shot: bool):
 
 def _report_rows(root, capsys) -> dict:
     train_table.main(["--out", str(root), "--report", "--estimators", "grpo", "bipace",
-                      "--seeds", "0", "1", "--iterations", "2"])
+                      "--seeds", "0", "1", "--set", "iterations=2"])
     text = capsys.readouterr().out
     assert (root / "table.md").read_text().strip() in text and (root / "table.png").stat().st_size > 0
     main_table = text.split("Held-out success by goal depth")[0]
@@ -271,7 +307,7 @@ def test_train_goals_replace_the_screen_and_unknown_ones_are_refused(tmp_path, c
     assert sorted((tmp_path / "t" / "rl_goals.txt").read_text().split()) == ["clock", "gold_nugget"]
     assert not (tmp_path / "t" / "screen.json").exists()
     settings = json.loads((tmp_path / "t" / "table_settings.json").read_text())
-    assert settings["train_goals"] == ["clock", "gold_nugget"]
+    assert settings["table"]["train_goals"] == ["clock", "gold_nugget"]
     report = capsys.readouterr().out
     assert "RL trained on the goals of --train-goals: 2 of 2 of depth 1." in report
     assert "1 of 1 of 1 ingredient(s), 1 of 1 of 2 ingredient(s)." in report
@@ -289,7 +325,8 @@ def test_train_goals_may_be_chosen_after_a_warm_start_only_table(tmp_path, keep_
     goals = tmp_path / "goals.txt"
     goals.write_text("gold_nugget\n")
     train_table.main(out + TINY + ["--estimators", "grpo", "--train-goals", str(goals)])
-    assert json.loads((tmp_path / "table_settings.json").read_text())["train_goals"] == ["gold_nugget"]
+    settings = json.loads((tmp_path / "table_settings.json").read_text())
+    assert settings["table"]["train_goals"] == ["gold_nugget"]
     assert (tmp_path / "grpo_seed0" / "train.csv").exists()
 
 
@@ -312,28 +349,29 @@ def test_rl_settings_may_change_until_the_first_run_and_rl_lora_layers_adapts_th
     train_table.main(out + TINY + ["--sft-only"])
     warm = (tmp_path / "warm_start" / "config.json").stat().st_mtime_ns
     # the warm start is reused: RL's learning rate and LoRA blocks are not part of it
-    train_table.main(out + TINY + ["--estimators", "grpo", "--lr", "1e-3", "--rl-lora-layers", "1",
-                                   "--task-sampling", "mixed", "--hidden-layer", "-2", "--mode", "mean_norm",
-                                   "--dynamic-sampling"])
+    train_table.main(out + TINY + ["--estimators", "grpo"] + sets(
+        "lr=1e-3", "lora_layers=1", "task_sampling=mixed", "hidden_layer=-2", "mode=mean_norm",
+        "dynamic_sampling=true"))
     assert (tmp_path / "warm_start" / "config.json").stat().st_mtime_ns == warm
     assert sampling == ["mixed"] and layers == [-2]     # the embedding BiGPO/BiPACE would get
     assert modes == [("mean_norm", True)]       # not grpo's own mean_std_norm
     n_blocks = json.loads((tmp_path / "warm_start" / "config.json").read_text())["num_hidden_layers"]
     assert adapted == [[n_blocks - 1]]        # the RL run's trainable tensors: the top block's only
-    settings = json.loads((tmp_path / "table_settings.json").read_text())
-    assert settings["lr"] == 1e-3 and settings["rl_lora_layers"] == 1
+    settings = json.loads((tmp_path / "table_settings.json").read_text())["config"]
+    assert settings["lr"] == 1e-3 and settings["lora_layers"] == 1
     # once a run exists they are the table's settings: left out, they are kept; given, refused
-    train_table.main(out + TINY + ["--estimators", "grpo"])
-    changed = (r"'rl_lora_layers': \(1, 0\), 'task_sampling': \('mixed', 'uniform'\), "
-               r"'mode': \('mean_norm', 'mean_std_norm'\), 'hidden_layer': \(-2, 0\)")
-    with pytest.raises(SystemExit, match=changed):
-        train_table.main(out + TINY + ["--estimators", "grpo", "--rl-lora-layers", "0", "--task-sampling",
-                                       "uniform", "--hidden-layer", "0", "--mode", "mean_std_norm"])
+    train_table.main(out + ["--estimators", "grpo", "--seeds", "0"])
+    with pytest.raises(SystemExit) as refused:
+        train_table.main(out + ["--estimators", "grpo", "--seeds", "0"] + sets(
+            "lora_layers=2", "task_sampling=uniform", "hidden_layer=0", "mode=mean_std_norm"))
+    for change in ("'lora_layers': (1, 2)", "'task_sampling': ('mixed', 'uniform')",
+                   "'mode': ('mean_norm', 'mean_std_norm')", "'hidden_layer': (-2, 0)"):
+        assert change in str(refused.value)
     # a setting of the warm start itself is refused even before any run
     other = ["--out", str(tmp_path / "w")] + TINY
     train_table.main(other + ["--sft-only"])
     with pytest.raises(SystemExit, match=r"'sft_lr': \(0.001, 0.0002\)"):
-        train_table.main(other + ["--sft-only", "--sft-lr", "2e-4"])
+        train_table.main(other + ["--sft-only"] + sets("sft_lr=2e-4"))
 
 
 def test_min_ingredients_keeps_the_screened_goals_of_that_recipe_shape(tmp_path, capsys, rl_goals,
@@ -360,7 +398,7 @@ def test_min_ingredients_keeps_the_screened_goals_of_that_recipe_shape(tmp_path,
 
 
 def test_also_simpler_adds_a_fixed_draw_of_won_single_recipe_goals_of_fewer_ingredients():
-    from benchmarks.table_report import screen_choice
+    from agents.goal_screen import screen_choice
     # won: clock (2 ingredients), cake (4), gold nugget, bread, oak planks (1, one recipe each), white dye
     # (1, two recipes); lost: iron nugget (1)
     by_task = {"clock": [1, 1], "cake": [1, 1], "gold_nugget": [1, 1], "bread": [2, 2], "oak_planks": [1, 2],
@@ -389,13 +427,13 @@ def test_rl_goals_default_to_the_screens_multi_ingredient_goals_and_8_simpler_on
     for screen, expected in (("1", (2, 8)), ("0", (1, 0))):     # without a screen nothing to filter
         out = tmp_path / f"screen{screen}"
         train_table.main(["--out", str(out)] + TINY[:-1] + [screen, "--sft-only"])
-        settings = json.loads((out / "table_settings.json").read_text())
+        settings = json.loads((out / "table_settings.json").read_text())["table"]
         assert (settings["min_ingredients"], settings["also_simpler"]) == expected
 
 
 def test_textcraft_shapes_count_the_ingredients_of_the_simplest_recipe():
-    from benchmarks.table_report import textcraft_shapes
-    shapes = textcraft_shapes()
+    from bipace_envs.textcraft.goals import goal_ingredients
+    shapes = goal_ingredients()
     # craft 4 acacia planks using 1 acacia logs; craft 4 coarse dirt using 2 dirt, 2 gravel
     assert shapes["acacia_planks"] == shapes["acacia planks"] == shapes["minecraft:acacia_planks"] == 1
     assert shapes["coarse_dirt"] == 2
@@ -403,8 +441,8 @@ def test_textcraft_shapes_count_the_ingredients_of_the_simplest_recipe():
 
 
 def test_textcraft_depths_know_the_goals_under_the_names_evaluations_record():
-    from benchmarks.table_report import textcraft_depths
-    depths = textcraft_depths()
+    from bipace_envs.textcraft.goals import goal_depths
+    depths = goal_depths()
     assert depths["acacia_planks"] == depths["acacia planks"] == depths["minecraft:acacia_planks"] == 1
     assert depths["oak_fence"] == 2
 
@@ -412,6 +450,6 @@ def test_textcraft_depths_know_the_goals_under_the_names_evaluations_record():
 def test_report_without_a_warm_start_says_what_to_run(tmp_path, capsys):
     out = tmp_path / "never_run"
     train_table.main(["--out", str(out), "--report"])
-    assert f"no warm-start evaluation yet (run benchmarks/train_table.py --out {out}" in (
+    assert f"no warm-start evaluation yet (run python -m benchmarks.train_table --out {out}" in (
         capsys.readouterr().out)
     assert not out.exists()
