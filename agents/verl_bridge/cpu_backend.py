@@ -31,6 +31,7 @@ from types import ModuleType, SimpleNamespace
 import ray
 import torch
 from verl.plugin.platform.platform_base import PlatformBase
+from verl.utils import distributed as verl_distributed
 from verl.plugin.platform.platform_manager import PlatformRegistry
 from verl.workers.rollout import base as rollout_base
 from verl.workers.rollout.base import BaseRollout
@@ -48,7 +49,7 @@ CPU_DEVICE = SimpleNamespace(
     synchronize=_noop, empty_cache=_noop, manual_seed=torch.manual_seed, manual_seed_all=torch.manual_seed,
     max_memory_allocated=lambda *a, **k: 0, max_memory_reserved=lambda *a, **k: 0,
     memory_allocated=lambda *a, **k: 0, memory_reserved=lambda *a, **k: 0, reset_peak_memory_stats=_noop,
-    mem_get_info=lambda *a, **k: (0, 0), current_device=lambda: 0, device_count=lambda: 1,
+    mem_get_info=lambda *a, **k: (0, 0), current_device=lambda: "cpu", device_count=lambda: 1,
     set_device=_noop, is_available=lambda: True, get_device_name=lambda *a: "cpu",
     ipc_collect=_noop, Stream=None, current_stream=lambda *a: SimpleNamespace(synchronize=_noop),
     memory=SimpleNamespace(_set_allocator_settings=_noop))
@@ -76,8 +77,8 @@ class PlatformCPU(PlatformBase):
     def is_platform_available(self, use_smi_check=False) -> bool:
         return os.environ.get("VERL_PLATFORM", "").strip().lower() == "cpu"   # only when asked for
 
-    def current_device(self) -> int:
-        return 0
+    def current_device(self):
+        return "cpu"        # verl passes it wherever a device goes (tensor.to, to_empty, torch.device)
 
     def device_count(self) -> int:
         return 1
@@ -256,6 +257,24 @@ class HFServerAdapter(BaseRollout):
             server = ray.get_actor(SERVER_NAME.format(rank=self.replica_rank))
             await server.load_weights.remote(state, global_steps)
 
+
+_verl_init_process_group = verl_distributed.initialize_global_process_group_ray
+
+
+def _init_process_group_on_cpu(timeout_second=None, backend=None):
+    """verl's process-group setup with a backend string torch accepts on a CPU.
+
+    The one place verl 0.9.1 cannot run on a CPU at all: ``verl/utils/distributed.py``,
+    ``initialize_global_process_group_ray`` builds ``f"cpu:gloo,{get_device_name()}:{get_nccl_backend()}"``,
+    which is ``"cpu:gloo,cpu:gloo"`` when the device is the CPU, and torch refuses a device twice
+    (``ValueError: Duplicate device type cpu``); ``TrainingWorker.__init__`` (``verl/workers/
+    engine_workers.py``) calls it without a backend. Here the same call gets ``cpu:gloo``."""
+    return _verl_init_process_group(timeout_second=timeout_second, backend=backend or "cpu:gloo")
+
+
+if os.environ.get("VERL_PLATFORM", "").strip().lower() == "cpu":
+    # engine_workers binds the name when imported, after verl (and so this module) is initialised
+    verl_distributed.initialize_global_process_group_ray = _init_process_group_on_cpu
 
 RolloutReplicaRegistry.register("hf", lambda: HFReplica)
 rollout_base._ROLLOUT_REGISTRY[("hf", "async")] = f"{__name__}.HFServerAdapter"

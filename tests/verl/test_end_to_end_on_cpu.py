@@ -39,6 +39,7 @@ def cpu_overrides(tmp: Path, model: str) -> list[str]:
         "algorithm.adv_estimator=bipace",
         f"actor_rollout_ref.model.path={model}",
         "actor_rollout_ref.model.enable_gradient_checkpointing=false",
+        "+actor_rollout_ref.model.override_config.attn_implementation=sdpa",     # no flash-attn on a CPU
         "actor_rollout_ref.actor.strategy=fsdp2", "actor_rollout_ref.actor.ppo_mini_batch_size=2",
         "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=4", "actor_rollout_ref.actor.use_kl_loss=false",
         "actor_rollout_ref.actor.entropy_coeff=0", "actor_rollout_ref.actor.optim.lr=1e-3",
@@ -82,6 +83,8 @@ def test_two_steps_and_a_validation_through_verls_entry_point(tmp_path):
     write(split_rows("textcraft", env_kwargs, "test", 1), str(tmp_path / "val.parquet"))
     env = {**os.environ, "VERL_USE_EXTERNAL_MODULES": "agents.verl_bridge.cpu_backend",
            "VERL_PLATFORM": "cpu",
+           # verl's engine registry keys FSDP on device names; its own override picks FSDP for ours
+           "VERL_ENGINE_DEVICE": "cuda", "VERL_ENGINE_VENDOR": "nvidia",
            "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false", "RAY_DEDUP_LOGS": "0",
            "BIPACE_VERL_CHECK_ONLY": "0"}
     env.pop("RAY_ADDRESS", None)
