@@ -52,7 +52,10 @@ def cpu_overrides(tmp: Path, model: str) -> list[str]:
         "trainer.total_training_steps=2",
         "trainer.val_before_train=false", "trainer.test_freq=2", "trainer.save_freq=-1",
         f"trainer.default_local_dir={tmp / 'ckpt'}", "trainer.logger=[console]",
-        "+ray_kwargs.ray_init.num_cpus=2", "+ray_kwargs.ray_init.num_gpus=1",
+        "transfer_queue.backend.SimpleStorage.num_data_storage_units=1", "reward.num_workers=1",
+        # logical slots: verl's TransferQueue actors and placement bundles hold CPUs while idle; every
+        # process runs one torch thread on this machine's cores. One logical GPU: the actor's bundle.
+        "+ray_kwargs.ray_init.num_cpus=8", "+ray_kwargs.ray_init.num_gpus=1",
         "+ray_kwargs.ray_init.include_dashboard=false",
     ]
 
@@ -79,8 +82,9 @@ def test_two_steps_and_a_validation_through_verls_entry_point(tmp_path):
     from agents.models import tiny_model_path
     model = tiny_model_path()
     env_kwargs = {"depths": [1], "max_steps": 3}
-    write(split_rows("textcraft", env_kwargs, "train", 2), str(tmp_path / "train.parquet"))
-    write(split_rows("textcraft", env_kwargs, "test", 1), str(tmp_path / "val.parquet"))
+    rows = split_rows("textcraft", env_kwargs, "train", 3)     # TextCraft's test split has no depth-1 goal
+    write(rows[:2], str(tmp_path / "train.parquet"))
+    write(rows[2:], str(tmp_path / "val.parquet"))
     env = {**os.environ, "VERL_USE_EXTERNAL_MODULES": "agents.verl_bridge.cpu_backend",
            "VERL_PLATFORM": "cpu",
            # verl's engine registry keys FSDP on device names; its own override picks FSDP for ours
