@@ -29,12 +29,24 @@ REPO = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.slow
 
 
-def cpu_overrides(tmp: Path, model: str) -> list[str]:
-    """The example config made CPU-sized: 2 tasks x 2 episodes of <= 3 steps, 24-token answers."""
+LOOP_YAML = """- name: bipace_env
+  _target_: agents.verl_bridge.agent_loop.BipaceEnvAgentLoop
+  max_steps: 3
+  history_length: 2
+  require_think: false     # the tiny policy answers <action>...</action> only
+  compact: true
+  key_kind: action_tag
+"""
+SETTINGS = dict(history_length=2, require_think=False, compact=True)     # the same, for the warm start
+
+
+def cpu_overrides(tmp: Path, model: str, loop_yaml: str = AGENT_LOOP_YAML) -> list[str]:
+    """The example config made CPU-sized: 3 tasks x 2 episodes of <= 3 steps, 24-token answers; one
+    optimiser step per 2 tasks x 2 = 4 step samples, so 18 samples are padded to 20."""
     return [
-        f"actor_rollout_ref.rollout.agent.agent_loop_config_path={AGENT_LOOP_YAML}",
+        f"actor_rollout_ref.rollout.agent.agent_loop_config_path={loop_yaml}",
         f"data.train_files={tmp / 'train.parquet'}", f"data.val_files={tmp / 'val.parquet'}",
-        "data.train_batch_size=2", "data.max_prompt_length=1024", "data.max_response_length=24",
+        "data.train_batch_size=3", "data.max_prompt_length=1024", "data.max_response_length=24",
         "data.dataloader_num_workers=0",
         "algorithm.adv_estimator=bipace",
         f"actor_rollout_ref.model.path={model}",
@@ -78,13 +90,37 @@ def metrics_of(log: str) -> dict[int, dict[str, float]]:
     return out
 
 
+def warm_started_tiny(rows, out: Path) -> Path:
+    """The tiny model after a short SFT on the expert's steps of the rows' tasks (with the agent loop's
+    prompts): it then answers in format some of the time, so the step rewards and validity differ and the
+    estimator's advantages (and the policy loss) are not all zero."""
+    import torch
+    from agents.envs import get_env_spec
+    from agents.models import load_policy
+    from agents.prompts import PromptSettings, make_prompter
+    from agents.sft import expert_examples, sft
+    from agents.verl_bridge.agent_loop import _make_env, task_of
+    model, tok = load_policy("tiny")
+    tasks = [task_of({"extra_info": r["extra_info"]}) for r in rows]
+    spec = get_env_spec("textcraft")
+    prompter = make_prompter("textcraft", PromptSettings(**SETTINGS))
+    examples = expert_examples(spec, lambda: _make_env(spec.gym_id, tasks[0]["env_kwargs"]),
+                               [t["task_id"] for t in tasks], prompter, tok, max_steps=3)
+    torch.manual_seed(0)
+    sft(model, tok, examples, steps=80, lr=3e-3, batch=6, log=None)
+    model.save_pretrained(out)
+    tok.save_pretrained(out)
+    return out
+
+
 def test_two_steps_and_a_validation_through_verls_entry_point(tmp_path):
-    from agents.models import tiny_model_path
-    model = tiny_model_path()
     env_kwargs = {"depths": [1], "max_steps": 3}
-    rows = split_rows("textcraft", env_kwargs, "train", 3)     # TextCraft's test split has no depth-1 goal
-    write(rows[:2], str(tmp_path / "train.parquet"))
-    write(rows[2:], str(tmp_path / "val.parquet"))
+    rows = split_rows("textcraft", env_kwargs, "train", 4)     # TextCraft's test split has no depth-1 goal
+    write(rows[:3], str(tmp_path / "train.parquet"))
+    write(rows[3:], str(tmp_path / "val.parquet"))
+    model = warm_started_tiny(rows, tmp_path / "policy")
+    loop_yaml = tmp_path / "agent_loop.yaml"
+    loop_yaml.write_text(LOOP_YAML)
     env = {**os.environ, "VERL_USE_EXTERNAL_MODULES": "agents.verl_bridge.cpu_backend",
            "VERL_PLATFORM": "cpu",
            # verl's engine registry keys FSDP on device names; its own override picks FSDP for ours
@@ -93,7 +129,7 @@ def test_two_steps_and_a_validation_through_verls_entry_point(tmp_path):
            "BIPACE_VERL_CHECK_ONLY": "0"}
     env.pop("RAY_ADDRESS", None)
     cmd = [sys.executable, "-m", "agents.verl_bridge.main", "--config-path", str(REPO / "examples" / "verl"),
-           "--config-name", "alfworld_qwen1.5b", *cpu_overrides(tmp_path, str(model))]
+           "--config-name", "alfworld_qwen1.5b", *cpu_overrides(tmp_path, str(model), str(loop_yaml))]
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=tmp_path, timeout=900)
     log = proc.stdout + proc.stderr
     (tmp_path / "run.log").write_text(log)
@@ -102,11 +138,12 @@ def test_two_steps_and_a_validation_through_verls_entry_point(tmp_path):
     assert {1, 2} <= set(steps), log[-4000:]
     for s in (1, 2):
         m = steps[s]
-        # the estimator got the hidden states tapped in verl's old-log-prob forward: (rows, hidden)
-        assert m["bipace/embedding_rows"] > 0 and m["bipace/embedding_dim"] > 0
+        # the estimator got the hidden states tapped in verl's old-log-prob forward: (real rows, hidden)
+        assert m["bipace/embedding_rows"] > 0 and m["bipace/embedding_dim"] == 128      # the tiny model's
         assert m["bipace/embedding_abs_mean"] > 0
-        assert m["actor/pg_loss"] != 0.0
-        assert "bipace/padding_samples" in m
+        assert (m["bipace/embedding_rows"] + m["bipace/padding_samples"]) % 4 == 0     # padded to mini-batch
+    losses = {s: steps[s]["actor/pg_loss"] for s in (1, 2)}
+    assert any(loss != 0.0 for loss in losses.values()), losses
     # validation after the last step: verl's val metrics of the TextCraft rows
     val = {k: v for k, v in steps[2].items() if k.startswith("val-")}
     assert val, log[-4000:]
