@@ -45,7 +45,7 @@ def check_config(config) -> None:
 
 
 def yaml_key_lines(path: str) -> dict[str, tuple[int, str]]:
-    """Dotted key -> (1-based line, stripped text) of every mapping key in a yaml file."""
+    """Dotted key -> (1-based line, its text without comment) of every mapping key in a yaml file."""
     with open(path) as f:
         text = f.read()
     lines = text.splitlines()
@@ -55,7 +55,8 @@ def yaml_key_lines(path: str) -> dict[str, tuple[int, str]]:
         if isinstance(node, yaml.MappingNode):
             for key, value in node.value:
                 dotted = f"{prefix}{key.value}"
-                out[dotted] = (key.start_mark.line + 1, lines[key.start_mark.line].strip())
+                text = lines[key.start_mark.line].split(" #")[0].strip()      # without its comment
+                out[dotted] = (key.start_mark.line + 1, text)
                 walk(value, dotted + ".")
     for doc in yaml.compose_all(text):
         walk(doc, "")
