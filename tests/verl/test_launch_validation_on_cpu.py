@@ -28,12 +28,13 @@ def compose_in(folder: Path, name: str, overrides):
         return compose(name, overrides=list(overrides))
 
 
-def run_script(script: str, *args, **env):
-    """A launch script as a user runs it, checking only (BIPACE_VERL_CHECK_ONLY=1), with this Python."""
+def run_script(script: str, *args, run_dir: Path, **env):
+    """A launch script as a user runs it, checking only (BIPACE_VERL_CHECK_ONLY=1), with this Python;
+    Hydra's run folder (``outputs/`` in the checkout by default) goes to ``run_dir``."""
     full_env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
     full_env.update(BIPACE_VERL_CHECK_ONLY="1", PYTHON=sys.executable, **env)
-    return subprocess.run(["bash", str(EXAMPLES / script), *args], capture_output=True, text=True,
-                          env=full_env, cwd=REPO, timeout=300)
+    return subprocess.run(["bash", str(EXAMPLES / script), *args, f"hydra.run.dir={run_dir}"],
+                          capture_output=True, text=True, env=full_env, cwd=REPO, timeout=300)
 
 
 @pytest.mark.parametrize("estimator", ["gigpo", "bipace"])
@@ -54,17 +55,17 @@ def test_example_config_passes_verls_validation(estimator):
     ("run_alfworld_1gpu.sh", ["gigpo", "actor_rollout_ref.model.path=/models/Qwen2.5-1.5B-Instruct"],
      {"MODEL_PATH": "/models/Qwen2.5-0.5B-Instruct"}),
 ])
-def test_launch_scripts_pass_verls_validation(script, args, env):
-    out = run_script(script, *args, **env)
+def test_launch_scripts_pass_verls_validation(script, args, env, tmp_path):
+    out = run_script(script, *args, run_dir=tmp_path, **env)
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     assert "[validate_config] All configuration checks passed successfully!" in out.stdout
     assert "config OK" in out.stdout and "ray init kwargs" not in out.stdout
 
 
-def test_one_gpu_script_is_one_gpu_with_a_local_model():
+def test_one_gpu_script_is_one_gpu_with_a_local_model(tmp_path):
     text = (EXAMPLES / "run_alfworld_1gpu.sh").read_text()
     assert "run_alfworld_1node.sh 1 " in text and 'actor_rollout_ref.model.path="$MODEL_PATH"' in text
-    out = run_script("run_alfworld_1gpu.sh", "gigpo", MODEL_PATH="")
+    out = run_script("run_alfworld_1gpu.sh", "gigpo", run_dir=tmp_path, MODEL_PATH="")
     assert out.returncode != 0 and "set MODEL_PATH" in out.stderr
 
 
@@ -87,7 +88,7 @@ def test_a_config_verl_refuses_names_the_example_line(tmp_path):
     assert f"{bad}:{data_line}: train_batch_size: 16" in msg
     # through the entry point, as a user launches it: refused before ray.init
     out = subprocess.run([sys.executable, "-m", "agents.verl_bridge.main", "--config-path", str(tmp_path),
-                          "--config-name", bad.stem, LOOP],
+                          "--config-name", bad.stem, LOOP, f"hydra.run.dir={tmp_path / 'run'}"],
                          capture_output=True, text=True, cwd=REPO, timeout=300,
                          env={**os.environ, "BIPACE_VERL_CHECK_ONLY": "0"})
     assert out.returncode != 0
