@@ -82,6 +82,7 @@ def metrics_of(log: str) -> dict[int, dict[str, float]]:
         values = {}
         for part in m.group(2).split(" - "):
             key, _, val = part.partition(":")
+            val = re.sub(r"^np\.\w+\((.*)\)$", r"\1", val.strip())      # numpy scalars print as np.float64(x)
             try:
                 values[key.strip()] = float(val)
             except ValueError:
@@ -144,7 +145,11 @@ def test_two_steps_and_a_validation_through_verls_entry_point(tmp_path):
         assert (m["bipace/embedding_rows"] + m["bipace/padding_samples"]) % 4 == 0     # padded to mini-batch
     losses = {s: steps[s]["actor/pg_loss"] for s in (1, 2)}
     assert any(loss != 0.0 for loss in losses.values()), losses
-    # validation after the last step: verl's val metrics of the TextCraft rows
+    # validation after the last step: verl's _validate played the held-out task through the agent loop
     val = {k: v for k, v in steps[2].items() if k.startswith("val-")}
-    assert val, log[-4000:]
-    print(json.dumps({"steps": steps}, indent=1))
+    assert "val-core/bipace/textcraft/reward/mean@1" in val, log[-4000:]
+    assert val["val-aux/bipace/textcraft/episode_length/mean@1"] >= 1
+    summary = {s: {"embedding": (steps[s]["bipace/embedding_rows"], steps[s]["bipace/embedding_dim"]),
+                   "pg_loss": steps[s]["actor/pg_loss"], "padding": steps[s]["bipace/padding_samples"],
+                   "step_s": steps[s].get("timing_s/step")} for s in (1, 2)}
+    print("e2e summary:", json.dumps({"steps": summary, "validation": val}))
