@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # ALFWorld x Qwen2.5-0.5B-Instruct (or 1.5B) on ONE GPU, verl 0.9.1 + bipace: FSDP actor and vLLM rollouts
 # share the GPU (verl's hybrid engine: vLLM sleeps while the actor trains).
-# Needs: a CUDA GPU (24 GB for 0.5B; 1.5B wants 40 GB+ or actor offload, see below), vLLM, and the model in
-# a local folder (no hub access needed), e.g. MODEL_PATH=/models/Qwen2.5-0.5B-Instruct.
+# Needs: a CUDA GPU, vLLM, and the model in a local folder (no hub access needed), e.g.
+# MODEL_PATH=/models/Qwen2.5-0.5B-Instruct. Never run on a GPU yet (docs/verl.md); memory is an estimate:
+# 0.5B should fit 24 GB, 1.5B wants 40 GB+ or the actor offload below.
 # Usage: MODEL_PATH=/path/to/Qwen2.5-0.5B-Instruct examples/verl/run_alfworld_1gpu.sh [ESTIMATOR] [overrides...]
 # Batch sizes: 8 tasks x 4 episodes per iteration; one optimiser step per 4 tasks x 4 = 16 step samples
 # (verl multiplies ppo_mini_batch_size by rollout.n and pads each batch to a multiple of it).
