@@ -8,8 +8,9 @@ Modules: ``steps`` (the per-step fields each sample carries, StepBatch <-> DataP
 advantages), ``agent_loop`` (``bipace_env``: plays one env episode through verl's LLM server, one sample
 per step), ``hidden`` (BiGPO hidden state tapped in a forward), ``worker`` (verl's actor worker that
 records it in the old-log-prob forward as ``bipace_embedding``), ``trainer`` (verl's sync trainer with
-our estimators in its advantage step and, for BiGPO/BiPACE, that worker), ``main`` (the entry point),
-``dataset``.
+our estimators in its advantage step and, for BiGPO/BiPACE, that worker), ``validation`` (the launch
+checks, verl's ``validate_config`` included, run before Ray starts), ``main`` (the entry point),
+``dataset``, ``cpu_backend`` (a CPU platform and a transformers rollout for tests; docs/verl.md).
 
 Only this subpackage needs verl; ``import agents`` and ``import estimators`` never import it.
 """

@@ -118,7 +118,8 @@ class BipaceEnvAgentLoop(AgentLoopBase):
                 reward = float(spec.reward_map(float(raw), bool(term), nxt_info))
                 key = action_key(response_text=text, response_ids=resp, kind=self.key_kind,
                                  projected_action=action)
-                fields = step_fields(group, traj, t, reward, valid, info.get("anchor", obs), key)
+                fields = server_fields(out, kwargs.get("global_steps"))
+                fields.update(step_fields(group, traj, t, reward, valid, info.get("anchor", obs), key))
                 fields.update(turn_scores=[], tool_rewards=[])     # the keys verl's own loops always set
                 logp = list(out.log_probs)[:len(resp)] if out.log_probs else None
                 outputs.append(AgentLoopOutput(
@@ -139,6 +140,26 @@ class BipaceEnvAgentLoop(AgentLoopBase):
             o.reward_score = ret
             o.extra_fields["reward_extra_info"] = dict(info_out)
         return outputs
+
+
+def server_fields(out, global_steps=None) -> dict:
+    """The extra fields the LLM server reported with an answer (``global_steps``, the weights version it
+    answered with), plus ``min_global_steps``/``max_global_steps`` of this sample: verl's V1 worker tags
+    each stored sample with them and its ``_compute_metrics`` makes them an int array, so a sample
+    without them fails the step after its update. A step sample's tokens come from one call, so both are
+    that call's version (verl's ``LLMServerClient.generate`` sets them so too); a server that reports
+    none gets the version of the batch the row came in (the ``global_steps`` verl passes every run)."""
+    fields = dict(out.extra_fields or {})
+    version = fields.get("global_steps")
+    if version is None:
+        version = global_steps
+    for key in ("min_global_steps", "max_global_steps"):
+        if fields.get(key) is None:
+            fields[key] = version
+    if fields["min_global_steps"] is None:
+        raise ValueError("the LLM server reported no global_steps with its answer and the row carries none: "
+                         "verl's trainer needs the weights version of every sample")
+    return fields
 
 
 def _make_env(gym_id: str, env_kwargs: dict):

@@ -109,7 +109,7 @@ def compute_data_advantages(data, estimator: str, padding=None, **options):
         raise ValueError(f"estimator {estimator!r} needs the policy's hidden states ({EMBEDDING_KEY}), "
                          "which the batch lacks. They are recorded in the old-log-prob forward by the bipace "
                          "actor worker, which the bipace trainer puts in place for this estimator: launch "
-                         "with `python -m agents.verl_bridge.main` and trainer.v1.trainer_mode=bipace_sync, "
+                         "with `python -m agents.verl_bridge.main` (trainer.v1.trainer_mode=sync), "
                          "keep algorithm.rollout_correction.bypass_mode=false (the forward must run), and "
                          "do not override the actor worker class")
     scores = {}

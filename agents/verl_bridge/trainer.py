@@ -1,6 +1,6 @@
-"""Our estimators in verl's advantage step: the ``bipace_sync`` trainer and the ``main`` entry point.
+"""Our estimators in verl's advantage step: the trainer that ``agents.verl_bridge.main`` runs.
 
-    python -m agents.verl_bridge.main algorithm.adv_estimator=bipace trainer.v1.trainer_mode=bipace_sync ...
+    python -m agents.verl_bridge.main algorithm.adv_estimator=bipace ...     # trainer.v1.trainer_mode=sync
 
 ``BipacePPOTrainer`` is verl 0.9.1's synchronous V1 trainer (``PPOTrainerSync``) with one method
 overridden, ``_compute_advantage``: for a name of ``estimators.REGISTRY`` (every one of ours,
@@ -10,8 +10,12 @@ estimators that need them, ``old_log_probs`` / ``bipace_embedding``) from the Tr
 verl's own code. Why the override and not ``register_adv_est``: verl calls a registered estimator with
 token rewards, the response mask and the uid only (the step fields never reach it, verl PR #7473),
 and special-cases ``grpo`` before the registry. ``grpo`` and ``rloo`` therefore mean ours (verl-agent's
-GRPO on step rows) under this trainer; ``trainer.v1.trainer_mode=sync`` keeps verl's. Our other names
-are also registered in verl's registry, to a function that says which trainer they need.
+GRPO on step rows) under this trainer; verl's own entry point (``python -m verl.trainer.main_ppo``)
+keeps verl's. Our other names are also registered in verl's registry, to a function that says which
+entry point they need.
+
+How it is chosen: verl's mode stays ``sync`` (``trainer.v1.trainer_mode``); in the task runner's Ray
+process ``sync_mode_trains_with_bipace`` maps that mode to this class (see there for why no new mode).
 
 BiGPO's hidden state (``bigpo``, ``bipace``: the estimators whose ``needs`` hold ``embedding``): the
 trainer swaps verl's actor worker for ``worker.BipaceActorRolloutRefWorker`` and writes
@@ -27,14 +31,17 @@ nor, for the hidden-state estimators, ``rollout_correction.bypass_mode`` (no old
 """
 from __future__ import annotations
 
+from contextlib import contextmanager
+
 import numpy as np
 import ray
+import torch
 import transfer_queue as tq
 from omegaconf import OmegaConf, open_dict
 from tensordict import TensorDict
 from verl.protocol import DataProto
 from verl.trainer.ppo import core_algos
-from verl.trainer.ppo.v1.trainer_base import register_trainer
+from verl.trainer.ppo.v1 import trainer_base
 from verl.trainer.ppo.utils import Role
 from verl.trainer.ppo.v1.trainer_sync import PPOTrainerSync
 from verl.workers.utils.padding import response_to_nested
@@ -87,7 +94,6 @@ def batch_fields(estimator: str) -> list[str]:
             + ([EMBEDDING_KEY] if "embedding" in needs else []))
 
 
-@register_trainer("bipace_sync")
 class BipacePPOTrainer(PPOTrainerSync):
     """verl's sync V1 trainer; our estimators in ``_compute_advantage``, and for the hidden-state ones
     the recording actor worker (see the module docstring)."""
@@ -124,13 +130,36 @@ class BipacePPOTrainer(PPOTrainerSync):
         out = TensorDict({k: response_to_nested(proto.batch[k], response_mask)
                           for k in ("advantages", "returns")}, batch_size=len(batch.keys))
         metrics["bipace/padding_samples"] = int(padding.sum())
+        if EMBEDDING_KEY in proto.batch.keys():     # what the estimator saw: (real rows, hidden size)
+            emb = proto.batch[EMBEDDING_KEY][torch.as_tensor(~padding)]
+            metrics.update({"bipace/embedding_rows": int(emb.shape[0]),
+                            "bipace/embedding_dim": int(emb.shape[1]),
+                            "bipace/embedding_abs_mean": float(emb.abs().mean()) if emb.numel() else 0.0})
         return tq.kv_batch_put(keys=batch.keys, partition_id=batch.partition_id, fields=out)
+
+
+@contextmanager
+def sync_mode_trains_with_bipace():
+    """Inside, verl's trainer mode ``sync`` resolves to ``BipacePPOTrainer`` (in this process only).
+
+    Not a mode of its own: verl's ``PPOTrainer`` compares ``trainer_mode == "sync"`` literally (replay
+    buffer, refill, checkpoints, prompt persistence in ``trainer_base.py``), so any other name would turn
+    on its async paths. ``agents.verl_bridge.main.BipaceTaskRunner.run`` enters this in the task runner's
+    own Ray process, the one where verl's ``TaskRunnerV1.run`` calls ``get_trainer_cls``."""
+    registry = trainer_base.TRAINER_REGISTRY
+    verls = registry.get("sync")
+    registry["sync"] = BipacePPOTrainer
+    try:
+        yield BipacePPOTrainer
+    finally:
+        registry["sync"] = verls
 
 
 def _needs_bipace_trainer(*args, **kwargs):
     raise ValueError("this advantage estimator is a bipace one: it reads per-step fields that verl's "
-                     "registry does not pass; train with trainer.v1.trainer_mode=bipace_sync through "
-                     "`python -m agents.verl_bridge.main`")
+                     "registry does not pass; launch with `python -m agents.verl_bridge.main` (same config "
+                     "as verl's main_ppo, trainer.v1.trainer_mode=sync), not "
+                     "`python -m verl.trainer.main_ppo`")
 
 
 for _name in REGISTRY:     # a clear message instead of verl's 'unknown estimator' under the plain trainer

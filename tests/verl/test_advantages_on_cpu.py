@@ -99,7 +99,7 @@ def test_missing_fields_are_named():
     rows, mask, emb, logp = make_rows()
     proto = make_proto(rows, mask, emb, logp)
     proto.batch.pop(EMBEDDING_KEY)
-    with pytest.raises(ValueError, match="bipace_embedding.*bipace_sync"):
+    with pytest.raises(ValueError, match="bipace_embedding.*agents.verl_bridge.main"):
         compute_data_advantages(proto, "bigpo")
     plain = DataProto.from_dict(tensors={"response_mask": mask})
     with pytest.raises(ValueError, match="bipace_env agent loop"):
@@ -148,8 +148,11 @@ def test_trainer_hook_reads_and_writes_the_transfer_queue(monkeypatch, name):
 
 
 def test_trainer_is_registered_and_refuses_what_it_does_not_do():
-    assert get_trainer_cls("bipace_sync") is bridge_trainer.BipacePPOTrainer
-    with pytest.raises(ValueError, match="trainer_mode=bipace_sync"):
+    verls = get_trainer_cls("sync")
+    with bridge_trainer.sync_mode_trains_with_bipace():
+        assert get_trainer_cls("sync") is bridge_trainer.BipacePPOTrainer
+    assert get_trainer_cls("sync") is verls and verls is not bridge_trainer.BipacePPOTrainer
+    with pytest.raises(ValueError, match="python -m agents.verl_bridge.main"):
         core_algos.get_adv_estimator_fn("gigpo")(token_level_rewards=None, response_mask=None)
     assert set(REGISTRY) - {"grpo", "rloo"} <= set(core_algos.ADV_ESTIMATOR_REGISTRY)
     with pytest.raises(ValueError, match="use_kl_in_reward"):

@@ -6,12 +6,15 @@ from __future__ import annotations
 
 import asyncio
 import json
+import types
 
 import pytest
 
 pytest.importorskip("verl", reason="needs the [verl] extra: pip install -e \".[verl]\"")
+import torch  # noqa: E402
 from omegaconf import OmegaConf  # noqa: E402
 from verl.experimental.agent_loop.agent_loop import DictConfigWrap, _agent_loop_registry  # noqa: E402
+from verl.utils.tensordict_utils import list_of_dict_to_tensordict  # noqa: E402
 from verl.workers.rollout.replica import TokenOutput  # noqa: E402
 
 from agents.envs import get_env_spec  # noqa: E402
@@ -23,8 +26,9 @@ from agents.verl_bridge.steps import STEP_KEYS, anchor_hash  # noqa: E402
 class ScriptedServer:
     """verl's LLMServerClient.generate with scripted answers; records every prompt it was sent."""
 
-    def __init__(self, tokenizer, answers):
+    def __init__(self, tokenizer, answers, global_steps=None):
         self.tok, self.answers, self.prompts, self.responses = tokenizer, list(answers), [], []
+        self.global_steps = global_steps
 
     async def generate(self, request_id, *, prompt_ids, sampling_params, **kwargs):
         text = self.answers[min(len(self.prompts), len(self.answers) - 1)]
@@ -32,10 +36,14 @@ class ScriptedServer:
         ids = self.tok(text, add_special_tokens=False)["input_ids"] + [self.tok.eos_token_id]
         self.responses.append(ids)
         await asyncio.sleep(0)
-        return TokenOutput(token_ids=ids, log_probs=[-0.25] * len(ids))
+        # what verl's LLMServerClient.generate returns: the server's weights version, and min/max from it
+        extra = ({} if self.global_steps is None else
+                 {"global_steps": self.global_steps, "min_global_steps": self.global_steps,
+                  "max_global_steps": self.global_steps})
+        return TokenOutput(token_ids=ids, log_probs=[-0.25] * len(ids), extra_fields=extra)
 
 
-def play(tok, server, row, sessions=1, **opts):
+def play(tok, server, row, sessions=1, global_steps=1, **opts):
     """Run the loop as verl's worker does: one instance per session, built inside the running event loop."""
     cfg = OmegaConf.create({"actor_rollout_ref": {"rollout": {"prompt_length": 8192, "response_length": 96}}})
 
@@ -45,7 +53,8 @@ def play(tok, server, row, sessions=1, **opts):
             loop = BipaceEnvAgentLoop(trainer_config=DictConfigWrap(cfg), server_manager=server,
                                       tokenizer=tok, processor=None, dataset_cls=None,
                                       data_config=DictConfigWrap(OmegaConf.create({})), **opts)
-            out.append(await loop.run({"temperature": 1.0}, uid="u1", session_id=s, extra_info=row))
+            out.append(await loop.run({"temperature": 1.0}, uid="u1", session_id=s, extra_info=row,
+                                      global_steps=global_steps))
         return out
     return asyncio.run(main())
 
@@ -149,3 +158,69 @@ def test_loop_is_registered_and_rows_must_name_an_env(tiny):
         task_of({"extra_info": {"env": "textcraft", "env_kwargs": "{depths"}})
     with pytest.raises(ValueError, match="unknown env 'minecraft'"):
         play(tiny[1], ScriptedServer(tiny[1], ["x"]), {"env": "minecraft"})
+
+
+class StoreTQ:
+    """TransferQueue's calls on this path over a per-sample in-memory store (as TransferQueue keeps them)."""
+
+    def __init__(self):
+        self.samples, self.tags = {}, {}
+
+    async def async_kv_batch_put(self, keys, fields, tags, partition_id):
+        cols = {}
+        for name in fields.keys():
+            value = fields.get(name)
+            cols[name] = (value.unbind() if getattr(value, "is_nested", False) else
+                          list(value) if isinstance(value, torch.Tensor) else value.tolist())
+        for i, key in enumerate(keys):
+            self.samples[key] = {name: col[i] for name, col in cols.items()}
+            self.tags[key] = tags[i]
+
+    def kv_batch_get(self, keys, partition_id, select_fields):
+        td = list_of_dict_to_tensordict([{f: self.samples[k][f] for f in select_fields
+                                          if f in self.samples[k]} for k in keys])
+        for name in list(td.keys()):      # per-sample sequences come back jagged, equal lengths or not
+            value = td.get(name)
+            if isinstance(value, torch.Tensor) and not value.is_nested and value.dim() >= 2:
+                td[name] = torch.nested.as_nested_tensor(list(value), layout=torch.jagged)
+        return td
+
+    def kv_batch_put(self, keys, partition_id, fields):
+        for i, key in enumerate(keys):
+            self.samples[key].update({name: fields[name][i] for name in fields.keys()})
+
+
+def test_step_samples_go_through_verls_postprocess_and_step_metrics(tiny, monkeypatch):
+    """Our outputs through verl's own V1 code: ``AgentLoopWorkerTQ._agent_loop_postprocess`` stores them
+    (tags with min/max_global_steps), then ``PPOTrainer._compute_metrics`` computes the step's metrics,
+    which made a list of None an int array (TypeError) when the loop dropped the server's fields."""
+    from verl.trainer.ppo.v1 import agent_loop_tq, trainer_base
+    from verl.trainer.ppo.v1.trainer_sync import PPOTrainerSync
+    _, tok = tiny
+    row = _row("textcraft", {"depths": [1, 2], "max_steps": 30})
+    outs = play(tok, ScriptedServer(tok, ["<action>look</action>"], global_steps=3), row, sessions=2,
+                global_steps=4, max_steps=2)
+    store = StoreTQ()
+    monkeypatch.setattr(agent_loop_tq, "tq", store)
+    monkeypatch.setattr(trainer_base, "tq", store)
+    worker_cls = agent_loop_tq.AgentLoopWorkerTQ.__ray_actor_class__     # the class under ray.remote
+    worker = worker_cls.__new__(worker_cls)
+    worker.reward_loop_worker_handles, worker.processor, worker.distillation_enabled = None, None, False
+    for session, out in enumerate(outs):
+        asyncio.run(worker._agent_loop_postprocess(out, False, uid="u1", session_id=session, global_steps=4))
+    keys = sorted(store.samples)
+    assert keys == ["u1_0_0", "u1_0_1", "u1_1_0", "u1_1_1"]          # one sample per step
+    assert {store.tags[k]["min_global_steps"] for k in keys} == {3}
+    for k in keys:      # what the advantage step writes before the metrics
+        store.samples[k]["advantages"] = torch.zeros(len(store.samples[k]["responses"]))
+        store.samples[k]["returns"] = store.samples[k]["advantages"]
+    trainer = PPOTrainerSync.__new__(PPOTrainerSync)
+    trainer.config = OmegaConf.create({"actor_rollout_ref": {"rollout": {}, "model": {}}})
+    trainer.use_critic, trainer._rollout_moe_lb_metrics_accumulator = False, None
+    trainer._get_n_gpus_for_throughput = lambda: 1
+    batch = types.SimpleNamespace(keys=keys, tags=[store.tags[k] for k in keys], partition_id="train")
+    metrics = {}
+    trainer._compute_metrics(batch, metrics, timing_raw={"step": 1.0, "gen": 0.5}, global_steps=4, epoch=0)
+    assert metrics["training/off_policy/trajectory_staleness/mean"] == 0      # step 4 trains on version 3
+    assert metrics["training/off_policy/trajectory_spans/max"] == 1
+    assert metrics["response_length/mean"] > 0 and metrics["training/num_turns/mean"] == 2

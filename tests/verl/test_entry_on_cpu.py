@@ -30,7 +30,7 @@ def example_config(*overrides):
 def test_example_config_composes_over_verls_and_passes_our_checks():
     cfg = example_config()
     bridge_main.check_config(cfg)
-    assert cfg.trainer.v1.trainer_mode == "bipace_sync" and cfg.trainer.use_v1
+    assert cfg.trainer.v1.trainer_mode == "sync" and cfg.trainer.use_v1
     assert cfg.actor_rollout_ref.rollout.response_length == 512      # verl's interpolation from data.*
     assert cfg.actor_rollout_ref.model.path == "Qwen/Qwen2.5-1.5B-Instruct"
     assert cfg.actor_rollout_ref.rollout.agent.default_agent_loop == "bipace_env"
@@ -42,9 +42,11 @@ def test_example_config_composes_over_verls_and_passes_our_checks():
 def test_checks_name_what_to_set():
     with pytest.raises(ValueError, match="trainer.use_v1=true"):
         bridge_main.check_config(example_config("trainer.use_v1=false"))
-    with pytest.raises(ValueError, match="trainer_mode=bipace_sync"):
+    with pytest.raises(ValueError, match="set trainer.v1.trainer_mode=sync"):
         bridge_main.check_config(example_config("algorithm.adv_estimator=pace",
-                                                "trainer.v1.trainer_mode=sync"))
+                                                "trainer.v1.trainer_mode=bipace_sync"))
+    with pytest.raises(ValueError, match="set trainer.v1.trainer_mode=sync"):
+        bridge_main.check_config(example_config("trainer.v1.trainer_mode=colocate_async"))
     with pytest.raises(ValueError, match="bypass_mode=True skips that forward"):
         bridge_main.check_config(example_config("algorithm.adv_estimator=bipace",
                                                 "algorithm.rollout_correction.bypass_mode=true"))
