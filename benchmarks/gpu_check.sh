@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# GPU check of the single-GPU trainer, one prepared command for a machine without network (about 8 minutes
-# on one H200). Per random Qwen2.5 shape (1.5B, 7B; benchmarks/random_qwen.py) at the paper's batch
-# (B16 x G8, bf16, LoRA r=64, gradient checkpointing, bipace, TextCraft with the hub models' prompts):
+# GPU check of the single-GPU trainer, one prepared command for a machine without network (about 7 minutes
+# on one H200). Per random Qwen2.5 shape (1.5B, 7B; benchmarks/random_qwen.py) in the paper's setting (the
+# qwen1.5b-alfworld preset: B16 x G8, bf16, LoRA r=64, gradient checkpointing) on TextCraft with the hub
+# models' prompts and 128 new tokens per step:
 # rollout new tokens/s beside plain generate on the same prompts, one PPO update's seconds and each
 # phase's peak allocated/reserved GiB (benchmarks/rollout_vs_generate.py); the update micro-batch's memory
 # with and without the chunked LM head (benchmarks/update_memory.py); and the tests marked gpu.
@@ -31,18 +32,16 @@ echo "== tests marked gpu"
 timeout 90 python3 -m pytest -q -p no:cacheprovider -m gpu tests/agents/test_memory_paths.py 2>&1 | tail -4
 
 echo "== update micro-batch memory, qwen2.5-1.5b (16 rows x (700 prompt + 128 response tokens))"
-timeout 100 python3 -m benchmarks.update_memory --shape qwen2.5-1.5b --device cuda --dtype bfloat16 \
-  --gradient-checkpointing --rows 16 --prompt-tokens 700 --response-tokens 128 2>&1 | tee "$OUT/update_memory.txt" \
-  | grep -v "^Loading\|^Writing"
+timeout 100 python3 -m benchmarks.update_memory --preset qwen1.5b-alfworld --shape qwen2.5-1.5b \
+  --prompt-tokens 700 --response-tokens 128 2>&1 | tee "$OUT/update_memory.txt" | grep -v "^Loading\|^Writing"
 
 rollout() {   # shape, seconds allowed, extra arguments
   local shape=$1 limit=$2
   shift 2
   echo "== rollout vs plain generate and one update, $shape"
-  timeout "$limit" python3 -m benchmarks.rollout_vs_generate --shape "$shape" --device cuda --dtype bfloat16 \
-    --gradient-checkpointing --tasks 16 --group-size 8 --max-new-tokens 128 --update --repeats 1 \
-    --json "$OUT/$shape.json" "$@" 2>&1 | tee "$OUT/$shape.txt" | grep -v "^Loading\|^Writing" | tail -14
+  timeout "$limit" python3 -m benchmarks.rollout_vs_generate --preset qwen1.5b-alfworld --shape "$shape" \
+    --set env=textcraft --set max_new_tokens=128 --update --repeats 1 --json "$OUT/$shape.json" "$@" 2>&1 | tee "$OUT/$shape.txt" | grep -v "^Loading\|^Writing" | tail -14
   echo "$shape: exit ${PIPESTATUS[0]}"
 }
-rollout qwen2.5-1.5b 150 --max-steps 3
-rollout qwen2.5-7b 210 --max-steps 2
+rollout qwen2.5-1.5b 150 --set max_steps=3
+rollout qwen2.5-7b 210 --set max_steps=2

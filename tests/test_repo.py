@@ -100,8 +100,7 @@ def test_every_command_the_readme_shows_parses():
 def test_readme_links_point_at_files_in_the_repository():
     links = re.findall(r"\]\(([^)#]+)(?:#[^)]*)?\)", readme())
     assert links
-    # docs/verl.md belongs to the verl bridge's own change
-    missing = [link for link in links if not (REPO_ROOT / link).exists() and link != "docs/verl.md"]
+    missing = [link for link in links if not (REPO_ROOT / link).exists()]
     assert not missing
 
 

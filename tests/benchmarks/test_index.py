@@ -14,8 +14,7 @@ def test_the_index_names_every_script_and_only_scripts_that_exist():
     named = set(re.findall(r"`(\w+\.(?:py|sh))`", index))
     scripts = {p.name for p in BENCH.glob("*.py") if p.name != "__init__.py" and "__main__" in p.read_text()}
     assert scripts <= named, f"scripts missing from benchmarks/README.md: {sorted(scripts - named)}"
-    # rollout_vs_generate.py and gpu_check.sh come with the GPU change (issue 45)
-    missing = {n for n in named if not (BENCH / n).exists()} - {"rollout_vs_generate.py", "gpu_check.sh"}
+    missing = {n for n in named if not (BENCH / n).exists()}
     assert not missing
 
 

@@ -21,9 +21,8 @@ def test_new_tokens_stop_at_the_first_stop_token():
 
 def test_rollout_and_plain_generate_on_the_same_prompts(tmp_path):
     out = tmp_path / "rvg.json"
-    summary = rollout_vs_generate.main(["--model", "tiny", "--tasks", "2", "--group-size", "2", "--max-steps",
-                                        "2", "--max-new-tokens", "6", "--repeats", "1", "--update",
-                                        "--plain-lora", "--json", str(out)])
+    summary = rollout_vs_generate.main(["--preset", "smoke", "--set", "max_steps=2", "--repeats", "1",
+                                        "--update", "--plain-lora", "--json", str(out)])
     assert summary["rows"] >= 4 and 0 < summary["mean_new_tokens"] <= 6
     for key in ("ratio_rollout", "ratio_plain_lora", "plain_tok_s", "update_s"):
         assert math.isfinite(summary[key]) and summary[key] > 0, key
@@ -48,8 +47,8 @@ def test_a_tampered_tokenizer_is_refused(monkeypatch):
 
 
 def test_update_memory_variants_give_the_same_loss():
-    results = update_memory.main(["--model", "tiny", "--rows", "3", "--prompt-tokens", "20",
+    results = update_memory.main(["--preset", "smoke", "--set", "micro_batch_rows=3", "--prompt-tokens", "20",
                                   "--response-tokens", "7", "--chunks", "0", "5"])
     assert [r["chunk_tokens"] for r in results] == [0, 5]
     assert results[0]["loss"] == pytest.approx(results[1]["loss"], abs=1e-6)
-    assert all(r["peak_mib"] >= 0 and r["s"] > 0 for r in results)
+    assert all(r["peak_mib"] >= 0 and r["s"] > 0 and r["rows"] == 3 for r in results)
