@@ -11,6 +11,8 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 
+from benchmarks.estimator_loops_3 import SPEC3_LOOPS
+
 
 def _helpers():
     from benchmarks.estimator_speed import _flat, _key, _mean, _norm
@@ -144,5 +146,6 @@ def loop_gaca(rows, ctx, o):
 
 EXTRA_LOOPS = {"rloo": loop_rloo, "reinforce_pp": loop_reinforce_pp, "gagpo": loop_gagpo,
                "graphhca": loop_graphhca, "gaca": loop_gaca}
+EXTRA_LOOPS.update(SPEC3_LOOPS)
 # the upstream default mode of each (the library's registry says the same)
 DEFAULT_MODES = {"graphhca": "mean_std_norm"}

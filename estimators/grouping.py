@@ -9,14 +9,13 @@ import difflib
 
 import numpy as np
 
-from .batch import StepBatch, hashable_codes
+from .batch import StepBatch, hashable_codes, missing_field_error
 
 
 def _require(batch: StepBatch, field: str, estimator: str) -> np.ndarray:
     value = getattr(batch, field)
     if value is None:
-        raise ValueError(f"estimator {estimator!r} needs StepBatch.{field}, which is None; "
-                         f"pass {field}= when building the batch")
+        raise missing_field_error(estimator, field)
     return value
 
 
