@@ -23,9 +23,9 @@ class LuckyCraftEnv(FakeCraftEnv):
 
 def _trainer(tmp_path, estimator, tasks, **kw):
     cfg = TrainConfig(env="textcraft", estimator=estimator, model="tiny", out_dir=str(tmp_path),
-                      batch_tasks=2, group_size=2, max_new_tokens=6, max_steps=3, iterations=1, eval_every=0,
-                      eval_tasks=2, eval_batch=2, lora_rank=4, lora_alpha=8, lr=1e-2, mini_batch_rows=4, micro_batch_rows=3,
-                      tensorboard=False, progress=False, **kw)
+                      batch_tasks=2, group_size=2, max_new_tokens=6, max_steps=3, iterations=1,
+                      eval_every=0, eval_tasks=2, eval_batch=2, lora_rank=4, lora_alpha=8, lr=1e-2,
+                      mini_batch_rows=4, micro_batch_rows=3, tensorboard=False, progress=False, **kw)
     return Trainer(cfg, make_env=lambda: LuckyCraftEnv(max_steps=3), train_tasks=tasks, eval_tasks=[8, 9])
 
 
