@@ -113,6 +113,7 @@ class StepBatch:
     prompt (spec-2 sections 4.2, 5.2); NaN = row not scored. HCAPO/RELACE read it; the scoring pass is
     ``agents.hindsight``."""
     _view: Optional["CanonicalView"] = field(default=None, init=False, repr=False, compare=False)
+    _field_codes: dict = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def __post_init__(self):
         self.group_id = _as_1d("group_id", self.group_id, None)
@@ -219,6 +220,16 @@ class StepBatch:
 
     def __len__(self) -> int:
         return int(self.group_id.shape[0])
+
+    def field_codes(self, name: str) -> np.ndarray:
+        """Dense int codes of an object field (``anchor``, ``action_key``) in order of first appearance,
+        computed once per batch: several estimators' groupings key on the same field."""
+        if name not in self._field_codes:
+            values = getattr(self, name)      # made hashable at construction (`_object_field`)
+            table: dict = {}
+            self._field_codes[name] = np.fromiter((table.setdefault(v, len(table)) for v in values),
+                                                  dtype=np.int64, count=len(values))
+        return self._field_codes[name]
 
     @property
     def view(self) -> "CanonicalView":

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from . import grouping
 from .batch import StepBatch
 from .graph import graph_nodes
 from .registry import STEP_PARTITIONS, EstimatorOptions, episode_term, register
@@ -90,17 +91,18 @@ def gate_weights(nodes: np.ndarray, succ: np.ndarray, o: EstimatorOptions) -> np
         raise ValueError(f"bepo_min_successors must be >= 1; got {o.bepo_min_successors}")
     if not 0.0 <= o.bepo_beta <= 1.0:
         raise ValueError(f"bepo_beta must be in [0, 1]; got {o.bepo_beta}")
-    pairs = np.unique(np.stack([nodes, succ], axis=1), axis=0)
-    k = np.bincount(pairs[:, 0], minlength=int(nodes.max()) + 1)[nodes].astype(np.float64)
+    _, first = np.unique(grouping.dense_codes(nodes, succ), return_index=True)     # one row per distinct edge
+    k = np.bincount(nodes[first], minlength=int(nodes.max()) + 1)[nodes].astype(np.float64)
     beta = 1.0 - 1.0 / k if o.bepo_mix == "adaptive" else np.full(len(nodes), o.bepo_beta)
     return np.where(k >= o.bepo_min_successors, beta, 0.0)
 
 
-def gae_advantages(batch: StepBatch, o: EstimatorOptions) -> np.ndarray:
-    """A_hat per row: GAE(delta, gamma_B * lambda) minus the row's penalty (after the recursion)."""
+def gae_advantages(batch: StepBatch, o: EstimatorOptions, values=None) -> np.ndarray:
+    """A_hat per row: GAE(delta, gamma_B * lambda) minus the row's penalty (after the recursion).
+    ``values``: `node_values`' result when the caller has it already."""
     if not 0.0 <= o.gae_lambda <= 1.0:
         raise ValueError(f"gae_lambda must be in [0, 1]; got {o.gae_lambda}")
-    v, v_succ, _, _ = node_values(batch, o)
+    v, v_succ, _, _ = node_values(batch, o) if values is None else values
     delta = batch.reward + o.bepo_gamma * v_succ - v
     return backward_discount(batch, delta, o.bepo_gamma * o.gae_lambda) - penalty(batch, o.invalid_penalty)
 
@@ -109,12 +111,12 @@ def gae_advantages(batch: StepBatch, o: EstimatorOptions) -> np.ndarray:
 def gated_bepo(batch: StepBatch, o: EstimatorOptions) -> np.ndarray:
     """Gated-BEPO: episode credit mixed with normalised GAE-of-fixed-point credit on nodes with several
     observed successors (spec-3 section 3). bepo_min_successors=inf is GRPO."""
-    _, _, nodes, succ = node_values(batch, o)
-    weight = gate_weights(nodes, succ, o)
+    values = node_values(batch, o)
+    weight = gate_weights(values[2], values[3], o)
     episode = episode_term(batch, o)
     if not weight.any():
         return episode
-    adv = gae_advantages(batch, o)
+    adv = gae_advantages(batch, o, values)
     if o.bepo_norm != "none":
         pool = weight > 0 if o.bepo_norm == "gated_rows" else None
         adv = group_normalize(adv, batch.view.group, mode=o.mode, epsilon=o.epsilon, ddof=1,

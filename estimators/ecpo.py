@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import grouping
-from .batch import StepBatch, hashable_codes
+from .batch import StepBatch
 from .gae import _anchor_groups
 from .registry import STEP_PARTITIONS, EstimatorOptions, episode_term, register, step_returns
 from .returns import flat_groups
@@ -35,7 +35,7 @@ def action_statistics(batch: StepBatch, o: EstimatorOptions):
         from .batch import missing_field_error
         raise missing_field_error("ecpo", "action_key")
     s = STEP_PARTITIONS["ecpo"](batch, o)
-    su = grouping.dense_codes(s, hashable_codes(batch.action_key))
+    su = grouping.dense_codes(s, batch.field_codes("action_key"))
     R = step_returns(batch, o)
     n_s = np.bincount(s).astype(np.float64)
     mu_s = np.bincount(s, weights=R) / n_s

@@ -18,7 +18,7 @@ import logging
 import numpy as np
 
 from . import grouping
-from .batch import StepBatch, hashable_codes, missing_field_error
+from .batch import StepBatch, missing_field_error
 from .registry import STEP_PARTITIONS, EstimatorOptions, episode_term, register, step_returns
 from .returns import discounted_returns, group_normalize, group_std, next_row, penalty, trajectory_outcome
 
@@ -27,40 +27,43 @@ START = -1          # the code of a step before the start of the trajectory
 
 
 def _grids(batch: StepBatch, estimator: str):
-    """(trajectory, position) grids of anchor and action codes (-1 outside the trajectory)."""
+    """(trajectory, position) grids of anchor and action codes (START outside the trajectory), built once
+    per batch (the prefix key and every potential level read them)."""
     for name in ("anchor", "action_key"):
         if getattr(batch, name) is None:
             raise missing_field_error(estimator, name)
-    view = batch.view
-    width = int(np.bincount(view.traj, minlength=view.n_trajs).max())
-    obs = np.full((view.n_trajs, width), START, dtype=np.int64)
-    act = np.full((view.n_trajs, width), START, dtype=np.int64)
-    obs[view.traj, view.pos] = hashable_codes(batch.anchor)
-    act[view.traj, view.pos] = hashable_codes(batch.action_key)
-    return obs, act
+    if "progpo_grids" not in batch._field_codes:
+        view = batch.view
+        width = int(np.bincount(view.traj, minlength=view.n_trajs).max())
+        obs = np.full((view.n_trajs, width), START, dtype=np.int64)
+        act = np.full((view.n_trajs, width), START, dtype=np.int64)
+        obs[view.traj, view.pos] = batch.field_codes("anchor")
+        act[view.traj, view.pos] = batch.field_codes("action_key")
+        batch._field_codes["progpo_grids"] = (obs, act)
+    return batch._field_codes["progpo_grids"]
 
 
 def history_keys(batch: StepBatch, depth, estimator: str = "progpo") -> np.ndarray:
     """Dense code of (group, (o_{t-d}, a_{t-d}), ..., (o_{t-1}, a_{t-1}), o_t) per row; steps before the
-    trajectory's start are a START marker. depth 'full' = the whole prefix (a rolling code, one
-    vectorised pass per position); depth 0 = GiGPO's (group, anchor)."""
+    trajectory's start are a START marker. depth 'full' = the whole prefix; depth 0 = GiGPO's (group,
+    anchor)."""
     view = batch.view
     obs, act = _grids(batch, estimator)
     if depth == "full":
-        code = np.full(obs.shape, START, dtype=np.int64)
-        out = np.empty(len(batch), dtype=np.int64)
+        # trajectories sorted by (group, o_0, a_0, o_1, ...): equal prefixes up to o_t are contiguous, and a
+        # prefix group starts wherever a trajectory differs from the previous one in a column up to o_t
         traj_group = np.zeros(view.n_trajs, dtype=np.int64)
         traj_group[view.traj] = view.group
-        offset = 0
-        for p in range(obs.shape[1]):
-            live = np.flatnonzero(obs[:, p] != START)
-            prev_code = code[live, p - 1] if p else np.full(len(live), START)
-            prev_act = act[live, p - 1] if p else np.full(len(live), START)
-            local = grouping.dense_codes(traj_group[live], prev_code, prev_act, obs[live, p])
-            code[live, p] = offset + local       # a prefix of length p never equals one of another length
-            offset += int(local.max()) + 1 if len(local) else 0
-        out[:] = code[view.traj, view.pos]
-        return grouping.dense_codes(out)
+        cols = np.empty((view.n_trajs, 1 + 2 * obs.shape[1]), dtype=np.int64)
+        cols[:, 0], cols[:, 1::2], cols[:, 2::2] = traj_group, obs, act
+        order = np.lexsort(cols.T[::-1])
+        ranked = cols[order]
+        same = np.zeros(cols.shape, dtype=bool)
+        same[1:] = ranked[1:] == ranked[:-1]
+        run = np.cumsum(~np.logical_and.accumulate(same, axis=1), axis=0)[:, 1::2]   # at each o_t column
+        code = np.empty_like(run)
+        code[order] = run
+        return grouping.dense_codes(view.pos, code[view.traj, view.pos])
     depth = int(depth)
     if depth < 0:
         raise ValueError(f"progpo history depth must be >= 0 or 'full'; got {depth}")
@@ -89,8 +92,8 @@ STEP_PARTITIONS["progpo"] = lambda b, o: history_keys(b, _prefix(o))
 def semantic_level(batch: StepBatch, o: EstimatorOptions):
     """The semantic cluster of o_t per row, or None when the level is off (or unavailable under 'auto')."""
     mode = o.progpo_semantic
-    text = batch.anchor is not None and all(isinstance(a, str) for a in batch.anchor)
     if mode == "auto":
+        text = batch.anchor is not None and all(isinstance(a, str) for a in batch.anchor)
         mode = "embedding" if batch.embedding is not None else "text" if text else "off"
         if mode == "off":
             log.info("progpo: no embeddings and non-text anchors, so no semantic potential level")
