@@ -64,9 +64,10 @@ def main(argv=None) -> None:
     from agents.trainer import Trainer
     with tempfile.TemporaryDirectory() as out:
         cfg = TrainConfig(env=args.env, estimator="grpo", model=args.model, device=args.device,
-                          dtype=args.dtype, out_dir=out, batch_tasks=args.batch_tasks, group_size=args.group_size,
-                          max_steps=args.max_steps, max_new_tokens=args.max_new_tokens, iterations=1,
-                          eval_every=0, tensorboard=False, progress=False, capture_hidden=False)
+                          dtype=args.dtype, out_dir=out, batch_tasks=args.batch_tasks,
+                          group_size=args.group_size, max_steps=args.max_steps,
+                          max_new_tokens=args.max_new_tokens, iterations=1, eval_every=0,
+                          tensorboard=False, progress=False, capture_hidden=False)
         trainer = Trainer(cfg)
         one_iteration(trainer, 0)                         # warm-up (allocations, first-call overheads)
         runs = [one_iteration(trainer, it) for it in range(1, args.iterations + 1)]
