@@ -153,3 +153,20 @@ def settings_for(cfg) -> HindsightSettings:
     return HindsightSettings(temperature=cfg.temperature, max_prompt_tokens=cfg.max_prompt_tokens,
                              micro_batch_rows=cfg.micro_batch_rows, share_prefix=cfg.share_prefix,
                              success_threshold=threshold)
+
+
+HIND_KEY = "bipace_hind_logp_sum"
+"""verl bridge: the (N,) float tensor of a DataProto that carries each step sample's ``hind_logp_sum``."""
+
+
+def data_hindsight_sums(data) -> np.ndarray:
+    """The per-sample hindsight sums of a verl DataProto (the bridge's advantage step), or the error that
+    says how to produce them: the bridge does not run the scoring pass inside verl's workers."""
+    if HIND_KEY not in data.batch.keys():
+        raise ValueError(f"the estimator needs StepBatch.hind_logp_sum, but the batch has no {HIND_KEY!r}: "
+                         "the verl bridge does not run the hindsight scoring pass in verl's workers. Put the "
+                         "sums (one float per step sample, NaN where not scored) in the batch before "
+                         "the advantage step, computed as agents.hindsight.score_hindsight does (a teacher-"
+                         "forced forward of the rollout policy under the outcome-augmented prompt), or train "
+                         "hcapo/relace with bipace-train, which runs the pass")
+    return data.batch[HIND_KEY].detach().double().cpu().numpy()
