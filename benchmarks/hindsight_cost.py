@@ -57,7 +57,8 @@ def main(argv=None) -> None:
     p.add_argument("--group-size", type=int, default=4)
     p.add_argument("--max-steps", type=int, default=8, help="env steps per episode")
     p.add_argument("--max-new-tokens", type=int, default=32)
-    p.add_argument("--iterations", type=int, default=2, help="timed iterations (after one warm-up)")
+    p.add_argument("--iterations", type=int, default=2, help="timed iterations")
+    p.add_argument("--warmup", type=int, default=1, help="untimed iterations first")
     args = p.parse_args(argv)
 
     from agents.config import TrainConfig
@@ -69,16 +70,19 @@ def main(argv=None) -> None:
                           max_new_tokens=args.max_new_tokens, iterations=1, eval_every=0,
                           tensorboard=False, progress=False, capture_hidden=False)
         trainer = Trainer(cfg)
-        one_iteration(trainer, 0)                         # warm-up (allocations, first-call overheads)
-        runs = [one_iteration(trainer, it) for it in range(1, args.iterations + 1)]
-    print(f"{args.model} on {args.device} ({args.dtype}), {args.env}: {args.batch_tasks} tasks x "
-          f"{args.group_size} episodes, <= {args.max_steps} steps, <= {args.max_new_tokens} new tokens")
-    print(f"{'it':>3}{'rows':>6}{'scored':>8}{'rollout s':>11}{'update s':>10}{'pass s':>9}{'overhead':>10}"
-          f"{'all-rows s':>12}{'overhead':>10}{'tokens/row':>12}")
-    for k, r in enumerate(runs, 1):
-        print(f"{k:>3}{r['rows']:>6}{r['scored']:>8}{r['rollout_s']:>11.2f}{r['update_s']:>10.2f}"
-              f"{r['pass_s']:>9.2f}{r['overhead']:>9.1%}{r['all_s']:>12.2f}{r['overhead_all']:>9.1%}"
-              f"{r['all_tokens'] / max(r['rows'], 1):>12.0f}")
+        for it in range(args.warmup):                     # allocations, first-call overheads
+            one_iteration(trainer, 1000 + it)
+        print(f"{args.model} on {args.device} ({args.dtype}), {args.env}: {args.batch_tasks} tasks x "
+              f"{args.group_size} episodes, <= {args.max_steps} steps, <= {args.max_new_tokens} new tokens")
+        print(f"{'it':>3}{'rows':>6}{'scored':>8}{'rollout s':>11}{'update s':>10}{'pass s':>9}"
+              f"{'overhead':>10}{'all-rows s':>12}{'overhead':>10}{'tokens/row':>12}", flush=True)
+        runs = []
+        for k in range(1, args.iterations + 1):
+            r = one_iteration(trainer, k)
+            runs.append(r)
+            print(f"{k:>3}{r['rows']:>6}{r['scored']:>8}{r['rollout_s']:>11.2f}{r['update_s']:>10.2f}"
+                  f"{r['pass_s']:>9.2f}{r['overhead']:>9.1%}{r['all_s']:>12.2f}{r['overhead_all']:>9.1%}"
+                  f"{r['all_tokens'] / max(r['rows'], 1):>12.0f}", flush=True)
     med = {k: statistics.median(r[k] for r in runs) for k in runs[0]}
     print(f"median: pass {med['pass_s']:.2f} s ({med['overhead']:.1%} of rollout + update) on "
           f"{med['scored']:.0f} successful rows; every row {med['all_s']:.2f} s ({med['overhead_all']:.1%})")
