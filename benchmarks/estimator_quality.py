@@ -34,8 +34,11 @@ pooled over time steps, like every estimator here).
 Every registered estimator gets a row. RLOO and REINFORCE++ have no step level (like GRPO: total only).
 GAGPO's whole advantage is its step-level (GAE) term, like HGPO's; for GraphHCA and GACA the step term is
 what they add to GRPO's episode term (total - A^E). GACA's per-row NLL is -log pi(a|s) of the world's
-own policy (one "token" per action). NMSE with exact returns is n/a where the step term is not a
-normalisation of returns within the step groups.
+own policy (one "token" per action). HCAPO/RELACE get an oracle hindsight scorer: hind_logp_sum =
+log pi(a|s) + log(Q_t(s, a) / V_t(s)), the Bayes hindsight ratio with the discounted win value as the
+outcome (clipped below at 1e-3; failed trajectories are not scored). ECPO, ProGPO, Gated-BEPO, HCAPO and
+RELACE: the step term is what they add to A^E (HCAPO has no step groups: total only). NMSE with exact
+returns is n/a where the step term is not a normalisation of returns within the step groups.
 Outputs in --out: quality.csv (one row per estimator and batch), summary.md, quality.png. The default
 takes ~25 s, most of it in GiGPO's similarity mode (difflib); ``--sim-thresh`` with no
 value skips those rows.
@@ -149,7 +152,7 @@ def sample_batch(rng: np.random.Generator, args):
     """Rollouts of --tasks fresh worlds x --group-size; returns the batch, true A, latent ids, texts and
     the exact expected return-to-go Q_t(s, a) of every row."""
     cols = {k: [] for k in ("group", "traj", "step", "reward", "anchor", "key", "latent", "true", "q",
-                            "logp")}
+                            "logp", "hind")}
     for task in range(args.tasks):
         world = make_world(rng, n_rooms=args.rooms, stuck_prob=args.stuck_prob)
         V, Q = solve(world, args.horizon, args.gamma)
@@ -162,10 +165,13 @@ def sample_batch(rng: np.random.Generator, args):
                 cols["true"].append(Q[t, s, st["action"]] - V[t, s])
                 cols["q"].append(Q[t, s, st["action"]])
                 cols["logp"].append(float(np.log(world.policy(s)[st["action"]])))
+                ratio = Q[t, s, st["action"]] / V[t, s] if V[t, s] > 0 else 1.0
+                cols["hind"].append(cols["logp"][-1] + float(np.log(max(ratio, 1e-3))))
     n = len(cols["group"])
     batch = StepBatch(np.array(cols["group"]), np.array(cols["traj"]), np.array(cols["step"]),
                       np.array(cols["reward"]), np.ones(n, dtype=bool), anchor=cols["anchor"],
-                      action_key=cols["key"], resp_len=np.ones(n, dtype=np.int64), old_logp_sum=cols["logp"])
+                      action_key=cols["key"], resp_len=np.ones(n, dtype=np.int64), old_logp_sum=cols["logp"],
+                      hind_logp_sum=cols["hind"])
     return batch, np.array(cols["true"]), np.array(cols["latent"]), cols["anchor"], np.array(cols["q"])
 
 
@@ -266,7 +272,8 @@ def markdown(summary: dict, header: str) -> str:
 
 COLOURS = {"grpo": "tab:gray", "gigpo": "tab:blue", "hgpo": "tab:purple", "pace": "tab:orange",
            "bigpo": "tab:green", "bipace": "tab:red", "rloo": "silver", "reinforce_pp": "dimgray",
-           "gagpo": "tab:cyan", "graphhca": "tab:brown", "gaca": "tab:olive"}
+           "gagpo": "tab:cyan", "graphhca": "tab:brown", "gaca": "tab:olive", "ecpo": "navy",
+           "progpo": "darkgoldenrod", "gated_bepo": "teal", "hcapo": "crimson", "relace": "orchid"}
 
 
 def plot(summary: dict, estimators: dict[str, str], path: Path, title: str) -> None:

@@ -26,7 +26,7 @@ import numpy as np  # noqa: E402  (after the thread variables)
 
 from benchmarks.estimator_loops import EXTRA_LOOPS  # noqa: E402
 from benchmarks.loop_math import flat as _flat, key as _key, mean as _mean, norm as _norm  # noqa: E402
-from estimators import StepBatch, available_estimators, compute_advantages  # noqa: E402
+from estimators import REGISTRY, StepBatch, available_estimators, compute_advantages  # noqa: E402
 
 # ---------------------------------------------------------------- plain per-row loop implementation
 
@@ -46,7 +46,7 @@ def loop_advantages(rows, name, gamma=0.95, mode=None, step_weight=1.0, invalid_
     else:
         dot, add, scale = (lambda a, b: float(a @ b)), (lambda a, b: a + b), (lambda a, c: a * c)
     if mode is None:
-        mode = "mean_std_norm" if name in ("grpo", "hgpo", "graphhca") else "mean_norm"
+        mode = REGISTRY[name].default_mode
     trajs = defaultdict(list)
     for i, r in enumerate(rows):
         trajs[(r["group"], r["traj"])].append(i)
@@ -71,10 +71,10 @@ def loop_advantages(rows, name, gamma=0.95, mode=None, step_weight=1.0, invalid_
                for i, r in enumerate(rows)]
     if name == "grpo":
         return episode
-    # rloo, reinforce_pp, gagpo, graphhca, gaca: benchmarks/estimator_loops.py
+    # rloo, reinforce_pp, gagpo, graphhca, gaca: benchmarks/estimator_loops.py (+ estimator_loops_3.py)
     if name in EXTRA_LOOPS:
         opts = dict(gamma=gamma, mode=mode, step_weight=step_weight, invalid_penalty=invalid_penalty,
-                    epsilon=epsilon, equal_tol=equal_tol, singleton_episode=singleton_episode)
+                    epsilon=epsilon, equal_tol=equal_tol, singleton_episode=singleton_episode, eps=eps)
         return EXTRA_LOOPS[name](rows, {"trajs": trajs, "ret": ret, "episode": episode}, opts)
     if name == "hgpo":
         by_traj = {}
@@ -148,11 +148,12 @@ def batch_to_rows(batch: StepBatch) -> list[dict]:
     emb = list(batch.embedding) if batch.embedding is not None else [None] * len(batch)
     length = batch.resp_len if batch.resp_len is not None else np.zeros(len(batch), dtype=int)
     logp = batch.old_logp_sum if batch.old_logp_sum is not None else np.zeros(len(batch))
+    hind = batch.hind_logp_sum if batch.hind_logp_sum is not None else np.full(len(batch), np.nan)
     return [dict(group=batch.group_id[i].item(), traj=batch.traj_id[i].item(), step=int(batch.step_idx[i]),
                  reward=float(batch.reward[i]), valid=bool(batch.action_valid[i]),
                  anchor=None if batch.anchor is None else batch.anchor[i],
                  key=None if batch.action_key is None else batch.action_key[i], emb=emb[i],
-                 resp_len=int(length[i]), old_logp_sum=float(logp[i]))
+                 resp_len=int(length[i]), old_logp_sum=float(logp[i]), hind_logp_sum=float(hind[i]))
             for i in range(len(batch))]
 
 
@@ -183,11 +184,14 @@ def synthetic_batch(groups=16, rollouts=8, max_steps=50, dim=1536, states=24, no
                 state = int(min(states - 1, max(0, state + rng.integers(-1, 3))))
     n = len(cols["group"])
     length = rng.integers(1, 200, n)             # response tokens and their summed log-probs (GACA)
+    old = -rng.gamma(2.0, 0.3, n) * length
+    # HCAPO/RELACE: the hindsight pass's sums, a per-token shift of up to +-0.5 nats
+    hind = old + rng.uniform(-0.5, 0.5, n) * length
     return StepBatch(np.array(cols["group"]), np.array(cols["traj"]), np.array(cols["step"]),
                      np.array(cols["reward"]), np.array(cols["valid"]),
                      anchor=np.array(cols["anchor"], dtype=object),
                      action_key=np.array(cols["key"], dtype=object), embedding=np.stack(embs),
-                     resp_len=length, old_logp_sum=-rng.gamma(2.0, 0.3, n) * length)
+                     resp_len=length, old_logp_sum=old, hind_logp_sum=hind)
 
 
 def _time(fn, repeats):
@@ -207,6 +211,8 @@ def main(argv=None) -> None:
     p.add_argument("--dim", type=int, default=1536, help="embedding size (1536 = Qwen2.5-1.5B)")
     p.add_argument("--repeats", type=int, default=5, help="timed calls per estimator (best is reported)")
     p.add_argument("--loop-repeats", type=int, default=1, help="timed calls of the loop implementation")
+    p.add_argument("--estimators", nargs="+", default=None, choices=available_estimators(), metavar="NAME",
+                   help="time only these (default: every registered estimator)")
     args = p.parse_args(argv)
     batch = synthetic_batch(args.groups, args.rollouts, args.max_steps, args.dim)
     rows = batch_to_rows(batch)
@@ -214,9 +220,11 @@ def main(argv=None) -> None:
           f"{args.max_steps} steps), embeddings d={args.dim}, one thread")
     print(f"{'estimator':<13}{'library ms':>11}{'python loop ms':>16}{'ratio':>8}"
           f"{'numpy loop ms':>15}{'ratio':>8}{'max |diff|':>12}")
-    for name in available_estimators():
+    for name in args.estimators or available_estimators():
         compute_advantages(batch, name)  # warm-up
-        lib_s, lib = _time(lambda: compute_advantages(batch, name), args.repeats)
+        # a fresh copy per call: a batch caches its groupings' field codes, a training batch is used once
+        copies = iter([batch.with_fields() for _ in range(args.repeats)])
+        lib_s, lib = _time(lambda: compute_advantages(next(copies), name), args.repeats)
         py_s, py_ref = _time(lambda: loop_advantages(rows, name, vectors="python"), args.loop_repeats)
         np_s, np_ref = _time(lambda: loop_advantages(rows, name, vectors="numpy"), args.loop_repeats)
         diff = max(float(np.max(np.abs(lib - np.asarray(ref)))) for ref in (py_ref, np_ref))

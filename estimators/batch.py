@@ -55,6 +55,30 @@ def hashable_codes(values) -> np.ndarray:
                        dtype=np.int64, count=len(values))
 
 
+# How each optional StepBatch field is produced, for the error of an estimator that needs a missing one.
+FIELD_SOURCES = {
+    "anchor": "the env's per-step observation key (info['anchor']; agents.rollout records it)",
+    "action_key": "estimators.action_key(response_text) of every row (agents.rollout records it, kind "
+                  "--key-kind)",
+    "embedding": "the policy's hidden states at the last prompt token: roll out with capture_hidden=True "
+                 "(bipace-train --capture-hidden true; the verl bridge records them for estimators "
+                 "that need them)",
+    "resp_len": "agents.ppo.row_logp_sums(response_ids, old_logprobs), passed with batch.with_fields(...)",
+    "old_logp_sum": "agents.ppo.row_logp_sums(response_ids, old_logprobs), passed with "
+                    "batch.with_fields(...)",
+    "hind_logp_sum": "the hindsight scoring pass: agents.hindsight.score_hindsight(...) after the rollout, "
+                     "passed with batch.with_fields(hind_logp_sum=...) (bipace-train and the verl bridge "
+                     "run it for estimators that need it)",
+}
+
+
+def missing_field_error(estimator: str, name: str) -> ValueError:
+    """The error of an estimator run on a batch without a field it needs: the field and how to make it."""
+    how = FIELD_SOURCES.get(name, f"pass {name}= when building the batch")
+    return ValueError(f"estimator {estimator!r} needs StepBatch.{name}, which is None; produce it with "
+                      f"{how}")
+
+
 @dataclass
 class StepBatch:
     """Per-step records of a batch of rollouts (numpy arrays, one row per agent step).
@@ -86,9 +110,10 @@ class StepBatch:
     numbers as the PPO ratio's old_log_prob); GACA's criticality is -old_logp_sum / resp_len."""
     hind_logp_sum: Optional[np.ndarray] = None
     """(N,) float sum of log-probs of the same response tokens, teacher-forced under an outcome-augmented
-    prompt (spec-2 sections 4.2, 5.2); NaN = row not scored. Read by no estimator yet: HCAPO/RELACE will,
-    once the trainer runs that scoring pass and passes its per-row sums here."""
+    prompt (spec-2 sections 4.2, 5.2); NaN = row not scored. HCAPO/RELACE read it; the scoring pass is
+    ``agents.hindsight``."""
     _view: Optional["CanonicalView"] = field(default=None, init=False, repr=False, compare=False)
+    _field_codes: dict = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def __post_init__(self):
         self.group_id = _as_1d("group_id", self.group_id, None)
@@ -195,6 +220,16 @@ class StepBatch:
 
     def __len__(self) -> int:
         return int(self.group_id.shape[0])
+
+    def field_codes(self, name: str) -> np.ndarray:
+        """Dense int codes of an object field (``anchor``, ``action_key``) in order of first appearance,
+        computed once per batch: several estimators' groupings key on the same field."""
+        if name not in self._field_codes:
+            values = getattr(self, name)      # made hashable at construction (`_object_field`)
+            table: dict = {}
+            self._field_codes[name] = np.fromiter((table.setdefault(v, len(table)) for v in values),
+                                                  dtype=np.int64, count=len(values))
+        return self._field_codes[name]
 
     @property
     def view(self) -> "CanonicalView":

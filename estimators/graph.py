@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import grouping
-from .batch import StepBatch, hashable_codes
+from .batch import StepBatch, missing_field_error
 from .registry import STEP_PARTITIONS, EstimatorOptions, episode_term, register
 from .returns import group_normalize, next_row, trajectory_outcome
 
@@ -30,12 +30,11 @@ def graph_nodes(batch: StepBatch, history: int, estimator: str = "graphhca") -> 
         return grouping.exact_anchor_groups(batch, estimator)
     anchor = batch.anchor
     if anchor is None:
-        raise ValueError(f"estimator {estimator!r} needs StepBatch.anchor, which is None; "
-                         "pass anchor= when building the batch")
+        raise missing_field_error(estimator, "anchor")
     view = batch.view
     length = np.bincount(view.traj, minlength=view.n_trajs)
     grid = np.full((view.n_trajs, int(length.max())), -1, dtype=np.int64)
-    grid[view.traj, view.pos] = hashable_codes(anchor)
+    grid[view.traj, view.pos] = batch.field_codes("anchor")
     cols = [view.group]
     for back in range(history + 1):
         before = view.pos - back

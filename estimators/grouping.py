@@ -9,28 +9,41 @@ import difflib
 
 import numpy as np
 
-from .batch import StepBatch, hashable_codes
+from .batch import StepBatch, missing_field_error
 
 
 def _require(batch: StepBatch, field: str, estimator: str) -> np.ndarray:
     value = getattr(batch, field)
     if value is None:
-        raise ValueError(f"estimator {estimator!r} needs StepBatch.{field}, which is None; "
-                         f"pass {field}= when building the batch")
+        raise missing_field_error(estimator, field)
     return value
 
 
 def dense_codes(*columns: np.ndarray) -> np.ndarray:
-    """Dense int codes of the distinct rows of the stacked int columns."""
-    _, inverse = np.unique(np.stack(columns, axis=1), axis=0, return_inverse=True)
+    """Dense int codes of the distinct rows of the stacked int columns, numbered in lexicographic order.
+
+    The columns are packed into one mixed-radix int64 key when their ranges fit (a 1-D unique is several
+    times faster than ``np.unique(axis=0)``, and gives the same codes); otherwise the 2-D unique."""
+    cols = [np.asarray(c, dtype=np.int64) for c in columns]
+    if len(cols[0]) == 0:
+        return np.zeros(0, dtype=np.int64)
+    key, span = np.zeros(len(cols[0]), dtype=np.int64), 1
+    for c in cols:
+        lo, width = int(c.min()), int(c.max()) - int(c.min()) + 1
+        span *= width
+        if span >= 2 ** 62:
+            _, inverse = np.unique(np.stack(cols, axis=1), axis=0, return_inverse=True)
+            return inverse.reshape(-1).astype(np.int64)
+        key = key * width + (c - lo)
+    _, inverse = np.unique(key, return_inverse=True)
     return inverse.reshape(-1).astype(np.int64)
 
 
 def exact_anchor_groups(batch: StepBatch, estimator: str = "gigpo") -> np.ndarray:
     """GiGPO exact mode: key (group_id, anchor); time and trajectory are ignored, so a trajectory
     revisiting a state joins its own earlier step."""
-    anchor = _require(batch, "anchor", estimator)
-    return dense_codes(batch.view.group, hashable_codes(anchor))
+    _require(batch, "anchor", estimator)
+    return dense_codes(batch.view.group, batch.field_codes("anchor"))
 
 
 def similarity_anchor_groups(batch: StepBatch, similarity_thresh: float,
@@ -79,9 +92,9 @@ def similarity_anchor_groups(batch: StepBatch, similarity_thresh: float,
 
 def history_groups(batch: StepBatch, level: int, estimator: str = "hgpo") -> np.ndarray:
     """HGPO level-k key (group, o_{t-k+1..t}) for rows with t >= k-1; other rows get -1."""
-    anchor = _require(batch, "anchor", estimator)
+    _require(batch, "anchor", estimator)
     view = batch.view
-    codes = hashable_codes(anchor)
+    codes = batch.field_codes("anchor")
     length = np.bincount(view.traj, minlength=view.n_trajs)
     grid = np.full((view.n_trajs, int(length.max())), -1, dtype=np.int64)
     grid[view.traj, view.pos] = codes

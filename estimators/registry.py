@@ -10,12 +10,12 @@ option no estimator knows is an error.
 from __future__ import annotations
 
 from dataclasses import dataclass, fields, replace
-from typing import Callable, Optional
+from typing import Callable, Optional, Union
 
 import numpy as np
 
 from . import grouping
-from .batch import StepBatch, hashable_codes
+from .batch import StepBatch, hashable_codes, missing_field_error
 from .returns import (check_mode, discounted_returns, episode_advantage, flat_groups, group_normalize,
                       penalty)
 
@@ -105,6 +105,66 @@ class EstimatorOptions:
     """GACA: 'mixture' (1 - alpha) A^E + alpha w A^S, or 'additive_weighted' A^E + 2 alpha w A^S."""
     exclude_invalid_from_norm: bool = True
     """GACA: format-invalid rows stay out of the NLL statistics and get alpha = 0."""
+    # --- spec-3 (ECPO, ProGPO, Gated-BEPO): each [ASSUMPTION] of ../shared/specs/estimators-3.md
+    ecpo_kappa: float = 2.0
+    """ECPO: shrinkage kappa, mu~_{s,u} = (n_{s,u} G_{s,u} + kappa mu_s) / (n_{s,u} + kappa) (paper: 2.0)."""
+    ecpo_tau: float = 4.0
+    """ECPO: variance-gate count scale tau in tanh(n_s / tau) (0.46 at n = 2, 0.96 at n = 8)."""
+    ecpo_gate: bool = True
+    """ECPO: VarGate rho_s = tanh(n_s/tau) B_s / (B_s + W_s + epsilon); False sets rho = 1."""
+    progpo_prefix: Union[str, int] = "full"
+    """ProGPO: peer key = the exact history prefix ('full') or its last h (anchor, action) pairs (int h;
+    0 = GiGPO's anchor group)."""
+    progpo_depths: int = 2
+    """ProGPO: potential levels d = 0..D of (anchor, action) history (D = the prompt's history window)."""
+    progpo_semantic: str = "auto"
+    """ProGPO: semantic potential level: 'embedding' (BiGPO clusters at eps), 'text' (difflib first-fit at
+    progpo_sem_thresh), 'off', or 'auto' (embedding if present, else text for str anchors, else off)."""
+    progpo_sem_thresh: float = 0.9
+    """ProGPO: difflib threshold of the text semantic level, in (0, 1)."""
+    potential_loo: bool = False
+    """ProGPO: leave each row out of its own potential levels (an emptied level is dropped)."""
+    progpo_transition_scope: str = "singletons"
+    """ProGPO: the transition credit c fills rows alone in their prefix group ('singletons') or is added
+    to every row ('all')."""
+    progpo_eta: float = 1.0
+    """ProGPO: weight eta of the transition credit c."""
+    progpo_transition_norm: str = "match_mode"
+    """ProGPO: 'match_mode' divides c by the episode group's std(R) + epsilon in mean_std_norm; 'none'."""
+    bepo_gamma: float = 0.95
+    """Gated-BEPO: discount of the mean-backup fixed point (1 only on acyclic group graphs)."""
+    bepo_min_successors: float = 2
+    """Gated-BEPO: the gate opens on nodes with >= this many distinct observed successors (inf: never)."""
+    bepo_mix: str = "adaptive"
+    """Gated-BEPO: beta = 1 - 1/k(node) ('adaptive') or the constant bepo_beta ('fixed')."""
+    bepo_beta: float = 0.5
+    """Gated-BEPO: the constant beta of bepo_mix='fixed', in [0, 1]."""
+    bepo_combine: str = "convex"
+    """Gated-BEPO: 'convex' (1 - g beta) A^E + g beta A~ or 'additive' A^E + g beta A~."""
+    bepo_norm: str = "episode_group"
+    """Gated-BEPO: normalise the GAE advantages over the episode group, over its gated rows, or 'none'."""
+    bepo_history: int = 0
+    """Gated-BEPO: node key = anchor plus the previous k anchors (0 = anchor only, GiGPO's key)."""
+    # --- spec-2 sections 4-5 (HCAPO, RELACE): the pure-function half; the scoring pass is agents.hindsight
+    ratio_unit: str = "mean"
+    """HCAPO/RELACE: log-ratio l = (hind - old) / resp_len ('mean', per token) or the raw sums ('sum')."""
+    ratio_clip: float = 5.0
+    """HCAPO/RELACE: l is clipped to [-ratio_clip, ratio_clip] before exp."""
+    hcapo_z: str = "episode"
+    """HCAPO: Z of Q^H = rho Z: the undiscounted episode reward ('episode') or the step return R_t."""
+    hcapo_scope: str = "group"
+    """HCAPO: the adaptive threshold is the mean Q^H of the episode 'group' or of the whole 'batch'."""
+    smooth: str = "kernel3"
+    """HCAPO/RELACE: temporal smoothing within the trajectory: (0.25, 0.5, 0.25), renormalised at the
+    ends ('kernel3'), or 'none'."""
+    success_mask: bool = True
+    """HCAPO/RELACE: do-no-harm mask, max(A, 0) on successful trajectories after smoothing."""
+    micro_norm: str = "none"
+    """HCAPO: divide the micro term by its episode group's std + epsilon ('group_std') or not ('none')."""
+    relace_f_max: Optional[float] = 3.0
+    """RELACE: clip the retrospective factor f to [0, f_max] (None = no clip)."""
+    relace_episode_weight: float = 1.0
+    """RELACE: w_E in A = w_E A^E + omega A^L (1: GiGPO's form)."""
 
 
 OPTION_NAMES = tuple(f.name for f in fields(EstimatorOptions))
@@ -119,6 +179,17 @@ CHOICES = {
     "crit_norm": ("zscore_sigmoid", "minmax", "mean_ratio", "const0"),
     "singleton_alpha": ("zero", "keep"),
     "gaca_combine": ("mixture", "additive_weighted"),
+    "progpo_semantic": ("auto", "embedding", "text", "off"),
+    "progpo_transition_scope": ("singletons", "all"),
+    "progpo_transition_norm": ("match_mode", "none"),
+    "bepo_mix": ("adaptive", "fixed"),
+    "bepo_combine": ("convex", "additive"),
+    "bepo_norm": ("episode_group", "gated_rows", "none"),
+    "ratio_unit": ("mean", "sum"),
+    "hcapo_z": ("episode", "discounted"),
+    "hcapo_scope": ("group", "batch"),
+    "smooth": ("none", "kernel3"),
+    "micro_norm": ("none", "group_std"),
 }
 
 
@@ -299,8 +370,7 @@ def compute_advantages(batch: StepBatch, estimator: str, **options) -> np.ndarra
     spec = REGISTRY[estimator]
     for need in spec.needs:
         if getattr(batch, need) is None:
-            raise ValueError(f"estimator {estimator!r} needs StepBatch.{need}, which is None; "
-                             f"pass {need}= when building the batch")
+            raise missing_field_error(estimator, need)
     if len(batch) == 0:
         return np.zeros(0)
     return spec.fn(batch, o)

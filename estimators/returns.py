@@ -86,6 +86,14 @@ def flat_groups(values: np.ndarray, groups: np.ndarray, n_groups: int, tol: floa
     return hi - lo <= tol * np.maximum(1.0, np.abs(hi))
 
 
+def group_std(values: np.ndarray, groups: np.ndarray) -> np.ndarray:
+    """Per row: the ddof-1 std of `values` over the row's group (dense codes; 0 for a one-row group)."""
+    n = np.bincount(groups).astype(np.float64)
+    mean = np.bincount(groups, weights=values) / np.maximum(n, 1)
+    sq = np.bincount(groups, weights=(values - mean[groups]) ** 2)
+    return np.sqrt(sq / np.maximum(n - 1, 1))[groups]
+
+
 def group_normalize(values: np.ndarray, groups: np.ndarray, *, mode: str, epsilon: float, ddof: int,
                     equal_tol: float | None, pool: np.ndarray | None = None,
                     singleton: str = "zero") -> np.ndarray:

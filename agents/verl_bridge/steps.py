@@ -126,6 +126,9 @@ def compute_data_advantages(data, estimator: str, padding=None, **options):
     idx = np.flatnonzero(keep)
     batch = step_batch([rows[i] for i in idx], embedding=None if emb is None else emb[torch.as_tensor(idx)],
                        **{k: v[idx] for k, v in scores.items()})
+    if "hind_logp_sum" in needs:      # HCAPO/RELACE: the hindsight scoring pass's sums (agents.hindsight)
+        from agents.hindsight import data_hindsight_sums
+        batch = batch.with_fields(hind_logp_sum=data_hindsight_sums(data)[idx])
     adv = np.zeros(len(rows))
     adv[idx] = compute_advantages(batch, estimator, **options)
     data.batch["advantages"] = token_advantages(adv, mask)

@@ -91,7 +91,8 @@ def check_algorithm(algorithm) -> None:
 def batch_fields(estimator: str) -> list[str]:
     needs = REGISTRY[estimator].needs
     return (["response_mask", "extra_fields"] + (["old_log_probs"] if "old_logp_sum" in needs else [])
-            + ([EMBEDDING_KEY] if "embedding" in needs else []))
+            + ([EMBEDDING_KEY] if "embedding" in needs else [])
+            + (["bipace_hind_logp_sum"] if "hind_logp_sum" in needs else []))   # agents.hindsight.HIND_KEY
 
 
 class BipacePPOTrainer(PPOTrainerSync):

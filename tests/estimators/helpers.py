@@ -6,12 +6,13 @@ import numpy as np
 from estimators import StepBatch
 
 
-def make_batch(trajs, *, embed=None, keys=None, invalid=(), nll=None, resp_len=None):
+def make_batch(trajs, *, embed=None, keys=None, invalid=(), nll=None, resp_len=None, hind_nll=None):
     """trajs: list of (group, [(anchor, reward), ...]) -> StepBatch, rows in (traj, step) order.
 
     embed: optional callable anchor -> vector; keys: optional list of per-row keys; invalid: row
     indices whose action is invalid; nll / resp_len: per-row mean NLL and response length (GACA;
-    default: NLL 1 and 2 tokens for every row)."""
+    default: NLL 1 and 2 tokens for every row); hind_nll: per-row mean NLL under the hindsight prompt
+    (HCAPO/RELACE; default: the same as nll, NaN = not scored)."""
     g, t, s, r, a = [], [], [], [], []
     for traj_id, (group, steps) in enumerate(trajs):
         for step, (anchor, reward) in enumerate(steps):
@@ -24,7 +25,8 @@ def make_batch(trajs, *, embed=None, keys=None, invalid=(), nll=None, resp_len=N
     mean_nll = np.ones(len(g)) if nll is None else np.asarray(nll, dtype=float)
     return StepBatch(np.array(g), np.array(t), np.array(s), np.array(r, dtype=float), valid,
                      anchor=np.array(a, dtype=object), action_key=key, embedding=emb,
-                     resp_len=length, old_logp_sum=-mean_nll * length)
+                     resp_len=length, old_logp_sum=-mean_nll * length,
+                     hind_logp_sum=-(mean_nll if hind_nll is None else np.asarray(hind_nll, float)) * length)
 
 
 def one_hot_embedder(vocabulary):
@@ -64,7 +66,8 @@ def random_batch(rng, groups=3, rollouts=4, max_len=6, anchors=4, dim=8, keys=3,
                 e.append(protos[group, anchor] + 1e-3 * rng.standard_normal(dim))
     n = len(g)
     length = rng.integers(0, 6, n)               # some empty responses
+    old = -rng.gamma(2.0, 0.5, n) * length
     return StepBatch(np.array(g), np.array(t), np.array(s), np.array(r), np.array(v),
                      anchor=np.array(a, dtype=object), action_key=np.array(k, dtype=object),
                      embedding=np.array(e, dtype=np.float32), resp_len=length,
-                     old_logp_sum=-rng.gamma(2.0, 0.5, n) * length)
+                     old_logp_sum=old, hind_logp_sum=old + rng.normal(0.0, 1.0, n) * length)

@@ -27,10 +27,12 @@ def batches(draw):
     n = len(g)
     length = draw(st.lists(st.integers(0, 3), min_size=n, max_size=n))
     nll = draw(st.lists(st.sampled_from([0.0, 1e-9, 0.5, 3.0, 40.0]), min_size=n, max_size=n))
+    hind = draw(st.lists(st.sampled_from([0.0, 2.0, 30.0, 1e3]), min_size=n, max_size=n))
     return StepBatch(np.array(g), np.array(t), np.array(s), np.array(r), np.array(v),
                      anchor=np.array(a, dtype=object), action_key=np.array(k, dtype=object),
                      embedding=np.array(e, dtype=np.float32), resp_len=length,
-                     old_logp_sum=-np.array(nll) * np.array(length))
+                     old_logp_sum=-np.array(nll) * np.array(length),
+                     hind_logp_sum=-np.array(hind) * np.array(length))
 
 
 OPTIONS = st.fixed_dictionaries({

@@ -14,8 +14,9 @@ def base(**over):
 
 
 def test_registry_lists_all_estimators():
-    assert available_estimators() == ["bigpo", "bipace", "gaca", "gagpo", "gigpo", "graphhca", "grpo", "hgpo",
-                                      "pace", "reinforce_pp", "rloo"]
+    assert available_estimators() == ["bigpo", "bipace", "ecpo", "gaca", "gagpo", "gated_bepo", "gigpo",
+                                      "graphhca", "grpo", "hcapo", "hgpo", "pace", "progpo", "reinforce_pp",
+                                      "relace", "rloo"]
 
 
 @pytest.mark.parametrize("bad", [np.nan, np.inf])
@@ -56,10 +57,14 @@ def test_duplicate_rows_are_rejected_with_advice():
 @pytest.mark.parametrize("name,field", [("gigpo", "anchor"), ("hgpo", "anchor"), ("bigpo", "embedding"),
                                         ("pace", "action_key"), ("bipace", "embedding"), ("gagpo", "anchor"),
                                         ("graphhca", "anchor"), ("gaca", "anchor"), ("gaca", "resp_len"),
-                                        ("gaca", "old_logp_sum")])
+                                        ("gaca", "old_logp_sum"), ("ecpo", "anchor"), ("ecpo", "action_key"),
+                                        ("progpo", "anchor"), ("progpo", "action_key"),
+                                        ("gated_bepo", "anchor"), ("hcapo", "hind_logp_sum"),
+                                        ("hcapo", "old_logp_sum"), ("relace", "hind_logp_sum"),
+                                        ("relace", "anchor")])
 def test_missing_field_for_estimator(name, field):
     kw = base(anchor=["a", "b"], action_key=["x", "y"], embedding=np.eye(2), resp_len=[1, 2],
-              old_logp_sum=[-0.5, -1.0])
+              old_logp_sum=[-0.5, -1.0], hind_logp_sum=[-0.4, -1.0])
     kw[field] = None
     with pytest.raises(ValueError, match=f"{name}.*needs StepBatch.{field}"):
         compute_advantages(StepBatch(**kw), name)
@@ -101,7 +106,7 @@ def test_zero_norm_embeddings_are_guarded():
 
 def test_empty_batch_gives_empty_advantages():
     b = StepBatch([], [], [], [], [], anchor=[], action_key=[], embedding=np.zeros((0, 3)), resp_len=[],
-                  old_logp_sum=[])
+                  old_logp_sum=[], hind_logp_sum=[])
     for name in available_estimators():
         assert compute_advantages(b, name).shape == (0,)
 

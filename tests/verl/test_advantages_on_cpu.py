@@ -16,6 +16,7 @@ from verl.trainer.ppo import core_algos  # noqa: E402
 from verl.trainer.ppo.v1.trainer_base import get_trainer_cls  # noqa: E402
 from verl.utils.tensordict_utils import list_of_dict_to_tensordict  # noqa: E402
 
+from agents.hindsight import HIND_KEY  # noqa: E402
 from agents.verl_bridge import trainer as bridge_trainer  # noqa: E402
 from agents.verl_bridge.steps import (EMBEDDING_KEY, anchor_hash, compute_data_advantages,  # noqa: E402
                                       step_fields)
@@ -48,11 +49,17 @@ def make_rows(seed=0):
     return rows, mask, emb, logp
 
 
+def hind_sums(mask, logp):
+    """HCAPO/RELACE's hindsight sums: the old sums moved by a per-row amount (every row scored)."""
+    return (logp * mask).sum(1).double() + torch.linspace(-1.0, 1.0, len(mask), dtype=torch.float64)
+
+
 def make_proto(rows, mask, emb, logp):
     extra = np.empty(len(rows), dtype=object)
     extra[:] = [step_fields(r["group"], r["traj"], r["step"], r["reward"], r["valid"], r["anchor"], r["key"])
                 for r in rows]
-    return DataProto.from_dict(tensors={"response_mask": mask, "old_log_probs": logp, EMBEDDING_KEY: emb},
+    return DataProto.from_dict(tensors={"response_mask": mask, "old_log_probs": logp, EMBEDDING_KEY: emb,
+                                        HIND_KEY: hind_sums(mask, logp)},
                                non_tensors={"extra_fields": extra})
 
 
@@ -65,7 +72,7 @@ def expected_tokens(rows, mask, emb, logp, name, **opts):
                       step_idx=[r["step"] for r in rows], reward=[r["reward"] for r in rows],
                       action_valid=[r["valid"] for r in rows], anchor=anchors, action_key=keys,
                       embedding=emb.numpy(), resp_len=mask.sum(1).numpy(),
-                      old_logp_sum=(logp * mask).sum(1).numpy())
+                      old_logp_sum=(logp * mask).sum(1).numpy(), hind_logp_sum=hind_sums(mask, logp).numpy())
     adv = compute_advantages(batch, name, **opts)
     return torch.as_tensor(adv, dtype=torch.float32)[:, None] * mask
 
@@ -106,6 +113,9 @@ def test_missing_fields_are_named():
         compute_data_advantages(plain, "grpo")
     with pytest.raises(ValueError, match="unknown estimator 'ppo'"):
         compute_data_advantages(proto, "ppo")
+    proto.batch.pop(HIND_KEY)
+    with pytest.raises(ValueError, match="hind_logp_sum.*bipace_hind_logp_sum.*score_hindsight"):
+        compute_data_advantages(proto, "hcapo")
 
 
 class FakeTQ:
