@@ -1,8 +1,8 @@
 """Cost per training iteration of the HCAPO/RELACE hindsight scoring pass (``agents.hindsight``), next to
 the rollout and the PPO update of the same iteration.
 
-    python -m benchmarks.hindsight_cost                           # smollm2-135m, TextCraft, on CPU
-    python -m benchmarks.hindsight_cost --model tiny --device cuda --batch-tasks 8 --group-size 8
+    python -m benchmarks.hindsight_cost                  # the compare preset: SmolLM2-135M, TextCraft, CPU
+    python -m benchmarks.hindsight_cost --preset tiny --set device=cuda --set batch_tasks=8 --set group_size=8
 
 Each iteration rolls out B tasks x G episodes with the trainer's collector, then times
 - the pass as ``bipace-train`` runs it (rows of successful trajectories only, ``score_failures=False``),
@@ -49,31 +49,27 @@ def one_iteration(trainer, it: int) -> dict:
 
 def main(argv=None) -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--model", default="smollm2-135m", help="policy (see bipace-train --model)")
-    p.add_argument("--env", default="textcraft")
-    p.add_argument("--device", default="cpu", help="cpu | cuda")
-    p.add_argument("--dtype", default="float32")
-    p.add_argument("--batch-tasks", type=int, default=4)
-    p.add_argument("--group-size", type=int, default=4)
-    p.add_argument("--max-steps", type=int, default=8, help="env steps per episode")
-    p.add_argument("--max-new-tokens", type=int, default=32)
+    p.add_argument("--preset", default="compare", help="the TrainConfig measured (agents/presets.py)")
+    p.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
+                   help="any TrainConfig field (repeatable), e.g. --set batch_tasks=8 --set device=cuda")
     p.add_argument("--iterations", type=int, default=2, help="timed iterations")
     p.add_argument("--warmup", type=int, default=1, help="untimed iterations first")
     args = p.parse_args(argv)
 
-    from agents.config import TrainConfig
+    import dataclasses
+    from agents.presets import get_preset
     from agents.trainer import Trainer
     with tempfile.TemporaryDirectory() as out:
-        cfg = TrainConfig(env=args.env, estimator="grpo", model=args.model, device=args.device,
-                          dtype=args.dtype, out_dir=out, batch_tasks=args.batch_tasks,
-                          group_size=args.group_size, max_steps=args.max_steps,
-                          max_new_tokens=args.max_new_tokens, iterations=1, eval_every=0,
-                          tensorboard=False, progress=False, capture_hidden=False)
+        # the measurement fixes: no warm start, no evaluation, GRPO's advantages for the update
+        cfg = dataclasses.replace(get_preset(args.preset, args.set), estimator="grpo", out_dir=out,
+                                  sft_steps=0, iterations=1, eval_every=0, eval_before=False,
+                                  tensorboard=False, progress=False, capture_hidden=False)
         trainer = Trainer(cfg)
         for it in range(args.warmup):                     # allocations, first-call overheads
             one_iteration(trainer, 1000 + it)
-        print(f"{args.model} on {args.device} ({args.dtype}), {args.env}: {args.batch_tasks} tasks x "
-              f"{args.group_size} episodes, <= {args.max_steps} steps, <= {args.max_new_tokens} new tokens")
+        print(f"{cfg.model} on {cfg.device} ({cfg.dtype}), {cfg.env} (preset {args.preset}): "
+              f"{cfg.batch_tasks} tasks x {cfg.group_size} episodes, <= {cfg.max_steps or 'the env default'} "
+              f"steps, <= {cfg.max_new_tokens} new tokens")
         print(f"{'it':>3}{'rows':>6}{'scored':>8}{'rollout s':>11}{'update s':>10}{'pass s':>9}"
               f"{'overhead':>10}{'all-rows s':>12}{'overhead':>10}{'tokens/row':>12}", flush=True)
         runs = []

@@ -8,7 +8,7 @@ from benchmarks import compare
 from estimators import REGISTRY
 
 NEW = ["ecpo", "progpo", "gated_bepo", "hcapo", "relace"]
-TINY = ["--preset", "tiny", "--iterations", "1", "--set", "batch_tasks=2", "--set", "group_size=2",
+TINY = ["--preset", "tiny", "--set", "iterations=1", "--set", "batch_tasks=2", "--set", "group_size=2",
         "--set", "max_steps=2", "--set", "max_new_tokens=6", "--set", "sft_steps=2", "--set", "eval_tasks=2",
         "--set", "eval_batch=2", "--set", "eval_every=0", "--set", "eval_before=false",
         "--set", "progress=false"]
