@@ -15,8 +15,7 @@ import numpy as np
 from . import grouping
 from .batch import StepBatch
 from .registry import STEP_PARTITIONS, EstimatorOptions, episode_term, register
-from .returns import (backward_discount, discounted_returns, group_normalize, next_row, penalty,
-                      trajectory_outcome)
+from .returns import backward_discount, discounted_returns, group_normalize, next_state_values, penalty
 
 
 def _anchor_groups(batch: StepBatch, o: EstimatorOptions, estimator: str) -> np.ndarray:
@@ -50,13 +49,7 @@ def gae_advantages(batch: StepBatch, o: EstimatorOptions) -> np.ndarray:
     # penalties stay out of V by default so that format errors do not bias the state values
     values = grouped_values(returns - pen if o.value_proxy_penalised else returns,
                             _anchor_groups(batch, o, "gagpo"), o.value_proxy)
-    nxt = next_row(batch)
-    last = nxt < 0
-    v_next = np.where(last, 0.0, values[np.maximum(nxt, 0)])
-    if o.bootstrap_truncated:
-        _, truncated = trajectory_outcome(batch, o.success_threshold, o.max_steps)
-        v_next = np.where(last & truncated, values, v_next)
-    delta = batch.reward + o.gamma * v_next - values
+    delta = batch.reward + o.gamma * next_state_values(batch, values, o) - values
     # the penalty hits only its own row after the recursion, like verl-agent's post-discount penalty
     return backward_discount(batch, delta, o.gamma * o.gae_lambda) - pen
 

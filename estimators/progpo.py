@@ -20,7 +20,7 @@ import numpy as np
 from . import grouping
 from .batch import StepBatch, missing_field_error
 from .registry import STEP_PARTITIONS, EstimatorOptions, episode_term, register, step_returns
-from .returns import discounted_returns, group_normalize, group_std, next_row, penalty, trajectory_outcome
+from .returns import discounted_returns, group_normalize, group_std, next_state_values, penalty
 
 log = logging.getLogger(__name__)
 START = -1          # the code of a step before the start of the trajectory
@@ -162,13 +162,7 @@ def transition_credit(batch: StepBatch, o: EstimatorOptions) -> np.ndarray:
         raise ValueError("progpo: bootstrap_truncated=True needs max_steps (the episode cap) to tell a "
                          "truncated trajectory from a finished one")
     phi = potentials(batch, o)
-    nxt = next_row(batch)
-    last = nxt < 0
-    phi_next = np.where(last, 0.0, phi[np.maximum(nxt, 0)])
-    if o.bootstrap_truncated:
-        _, truncated = trajectory_outcome(batch, o.success_threshold, o.max_steps)
-        phi_next = np.where(last & truncated, phi, phi_next)
-    c = batch.reward + o.gamma * phi_next - phi - penalty(batch, o.invalid_penalty)
+    c = batch.reward + o.gamma * next_state_values(batch, phi, o) - phi - penalty(batch, o.invalid_penalty)
     if o.progpo_transition_norm == "match_mode" and o.mode == "mean_std_norm":
         c = c / (group_std(step_returns(batch, o), batch.view.group) + o.epsilon)
     return c

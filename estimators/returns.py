@@ -146,3 +146,15 @@ def episode_advantage(batch: StepBatch, *, mode: str, invalid_penalty: float, ep
         pool = view.pos == 0
     return group_normalize(scores, view.group, mode=mode, epsilon=epsilon, ddof=1,
                            equal_tol=equal_tol, pool=pool, singleton=singleton_episode)
+
+
+def next_state_values(batch, values: np.ndarray, o) -> np.ndarray:
+    """Each row's value of the state after it: the next row's value, 0 after a trajectory's last row, or,
+    with ``o.bootstrap_truncated``, the last row's own value where the episode was cut at ``o.max_steps``."""
+    nxt = next_row(batch)
+    last = nxt < 0
+    v_next = np.where(last, 0.0, values[np.maximum(nxt, 0)])
+    if o.bootstrap_truncated:
+        _, truncated = trajectory_outcome(batch, o.success_threshold, o.max_steps)
+        v_next = np.where(last & truncated, values, v_next)
+    return v_next
