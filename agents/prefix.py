@@ -244,13 +244,3 @@ def response_inputs(model, prompt_ids, response_ids, pad_id: int, keys=None,
     R = rmask.shape[1]
     return ResponseInputs(dict(input_ids=ids, attention_mask=full, position_ids=pos, use_cache=True,
                                **{cache_kwarg(model): cache}), ids[:, -R:], rmask)
-
-
-def shared_response_logits(model, prompt_ids, response_ids, keys, pad_id: int, episodes=None):
-    """Teacher-forced logits with each key's common prompt prefix run once, and with ``episodes`` (one id
-    per row) each episode's spine too (``SpineSplit``): (B, R, V) logits, the (B, R) response ids they
-    predict and the (B, R) response mask."""
-    inp = response_inputs(model, prompt_ids, response_ids, pad_id, keys, episodes)
-    R = inp.mask.shape[1]
-    logits = model(**inp.forward, logits_to_keep=R + 1).logits[:, :-1]
-    return logits, inp.targets, inp.mask

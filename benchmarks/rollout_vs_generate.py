@@ -40,20 +40,11 @@ def _sync(device: str) -> None:
         torch.cuda.synchronize()
 
 
-def _peaks(device: str) -> dict:
-    """Peak allocated/reserved GiB since the last reset (empty off CUDA)."""
-    import torch
-    if not device.startswith("cuda"):
-        return {}
-    return {"alloc_gib": torch.cuda.max_memory_allocated() / 2**30,
-            "reserved_gib": torch.cuda.max_memory_reserved() / 2**30}
-
-
-def _reset(device: str) -> None:
-    import torch
-    if device.startswith("cuda"):
-        torch.cuda.synchronize()
-        torch.cuda.reset_peak_memory_stats()
+def _peaks(memory, phase: str) -> dict:
+    """``phase`` as just recorded by the trainer's ``agents.gpu_memory.PhaseMemory``: ``alloc_gib`` and
+    ``reserved_gib`` (empty off CUDA); the recorder is cleared."""
+    return {key.rsplit("_", 2)[1] + "_gib": gib for key, gib in memory.take().items()
+            if key.startswith(f"mem_{phase}_")}
 
 
 def new_tokens(seqs, stop_ids) -> int:
@@ -64,7 +55,7 @@ def new_tokens(seqs, stop_ids) -> int:
     return int(keep.sum())
 
 
-def plain_generate(model, tok, ro, settings, stop_ids, device: str, adapter: bool) -> dict:
+def plain_generate(model, tok, ro, settings, stop_ids, device: str, adapter: bool, memory) -> dict:
     """``generate`` on each rollout step's prompts (rows of one step, in the rollout's order), nothing
     recorded. Returns seconds, tokens and the peak memory."""
     import contextlib
@@ -74,8 +65,7 @@ def plain_generate(model, tok, ro, settings, stop_ids, device: str, adapter: boo
     steps = np.asarray(ro.batch.step_idx)
     seconds, tokens = 0.0, 0
     off = contextlib.nullcontext() if adapter else model.disable_adapter()
-    _reset(device)
-    with torch.no_grad(), off:
+    with memory.phase("plain"), torch.no_grad(), off:
         for t in np.unique(steps):
             rows = np.flatnonzero(steps == t)
             ids, mask = left_pad([ro.prompt_ids[r] for r in rows], tok.pad_token_id)
@@ -89,7 +79,7 @@ def plain_generate(model, tok, ro, settings, stop_ids, device: str, adapter: boo
             _sync(device)
             seconds += time.perf_counter() - t0
             tokens += new_tokens(out[:, ids.shape[1]:], stop_ids)
-    return {"s": seconds, "tokens": tokens, **_peaks(device)}
+    return {"s": seconds, "tokens": tokens, **_peaks(memory, "plain")}
 
 
 def build_trainer(args):
@@ -111,13 +101,14 @@ def build_trainer(args):
 
 def timed_rollout(trainer, it: int, dev: str):
     """The trainer's rollout of iteration ``it``, timed, with its token counts and peak memory."""
-    _reset(dev)
-    t0 = time.perf_counter()
-    ro, rng = trainer.rollout(it)
-    _sync(dev)
-    wall = time.perf_counter() - t0
+    with trainer.memory.phase("rollout"):
+        t0 = time.perf_counter()
+        ro, rng = trainer.rollout(it)
+        _sync(dev)
+        wall = time.perf_counter() - t0
     part = {"s": ro.gen_seconds, "wall_s": wall, "tokens": sum(len(r) for r in ro.response_ids),
-            "rows": len(ro.response_ids), "prompt_tokens": sum(len(p) for p in ro.prompt_ids), **_peaks(dev)}
+            "rows": len(ro.response_ids), "prompt_tokens": sum(len(p) for p in ro.prompt_ids),
+            **_peaks(trainer.memory, "rollout")}
     return ro, rng, part
 
 
@@ -128,18 +119,19 @@ def one_round(trainer, it: int, args) -> dict:
     out = {}
     ro, rng, out["rollout"] = timed_rollout(trainer, it, dev)
     torch.manual_seed(it)
-    out["plain"] = plain_generate(trainer.model, trainer.tok, ro, col.s, col.stop_ids, dev, adapter=False)
+    out["plain"] = plain_generate(trainer.model, trainer.tok, ro, col.s, col.stop_ids, dev, adapter=False,
+                                  memory=trainer.memory)
     if args.plain_lora:
         torch.manual_seed(it)
         out["plain_lora"] = plain_generate(trainer.model, trainer.tok, ro, col.s, col.stop_ids, dev,
-                                           adapter=True)
+                                           adapter=True, memory=trainer.memory)
     if args.update:
         adv = trainer.advantages(ro)
-        _reset(dev)
         t1 = time.perf_counter()
-        metrics = trainer.update(ro, adv, rng)
+        metrics = trainer.update(ro, adv, rng)      # records its own "update" phase (and old log-probs')
         _sync(dev)
-        out["update"] = {"s": time.perf_counter() - t1, "loss": metrics["loss"], **_peaks(dev)}
+        out["update"] = {"s": time.perf_counter() - t1, "loss": metrics["loss"],
+                         **_peaks(trainer.memory, "update")}
     return out
 
 
