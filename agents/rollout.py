@@ -29,6 +29,7 @@ from agents.parsing import parse_action
 from agents.ppo import logit_terms
 from agents.prefix import (cache_kwarg, common_prefix_len, hashable_key, left_pad, output_cache, prefill,
                            split_prompts)
+from agents.replay import ReplayPrefix
 
 
 @dataclass
@@ -121,22 +122,26 @@ class SampledLogprobs(StoppingCriteria):
 
 
 def _indexed_env(make_env, index):
-    return _TaskEnv(make_env(), index)
+    return _TaskEnv(ReplayPrefix(make_env()), index)
 
 
 class _TaskEnv(gym.Wrapper):
-    """Lets one vector ``reset`` give each sub-env its own task: ``options={'task_ids': [...]}``."""
+    """Lets one vector ``reset`` give each sub-env its own task and replay: ``options={'task_ids': [...],
+    'replays': [...]}`` (``agents.replay``)."""
 
     def __init__(self, env, index):
         super().__init__(env)
         self.index = index
 
     def reset(self, *, seed=None, options=None):
-        if options and "task_ids" in options:
-            task = options["task_ids"][self.index]
-            options = {k: v for k, v in options.items() if k != "task_ids"}
+        if options and ("task_ids" in options or "replays" in options):
+            task = options.get("task_ids", [None] * (self.index + 1))[self.index]
+            replay = options.get("replays", [None] * (self.index + 1))[self.index]
+            options = {k: v for k, v in options.items() if k not in ("task_ids", "replays")}
             if task is not None:
                 options["task_id"] = task
+            if replay is not None:
+                options["replay"] = replay
         return self.env.reset(seed=seed, options=options)
 
 
@@ -305,8 +310,11 @@ class RolloutCollector:
         r_txt = self.tok.batch_decode(r_ids, skip_special_tokens=True)
         return p_ids, r_ids, r_lp, r_txt, emb, carry
 
-    def collect(self, task_ids, seeds, group_ids, traj_ids=None) -> Rollout:
-        """Run every env to the end of its episode. ``task_ids``/``seeds``/``group_ids``: one per env."""
+    def collect(self, task_ids, seeds, group_ids, traj_ids=None, replays=None) -> Rollout:
+        """Run every env to the end of its episode. ``task_ids``/``seeds``/``group_ids``: one per env.
+        ``replays`` (one ``agents.replay.Replay`` or None per env): start each env from the state its
+        replayed prefix reaches, the prompts showing that prefix as history; rows record only the steps
+        played here."""
         from estimators import StepBatch, action_key
         n = self.n
         if not (len(task_ids) == len(seeds) == len(group_ids) == n):
@@ -315,12 +323,20 @@ class RolloutCollector:
         traj_ids = list(range(n)) if traj_ids is None else list(traj_ids)
         prefix_keys = [hashable_key(t) for t in task_ids]     # a task's prompts share goal and recipe lines
         t0 = time.perf_counter()
-        obs, infos = self.envs.reset(seed=[int(s) for s in seeds], options={"task_ids": list(task_ids)})
+        options = {"task_ids": list(task_ids)}
+        if replays is not None:
+            if len(replays) != n:
+                raise ValueError(f"need one replay (or None) per env ({n}); got {len(replays)}")
+            options["replays"] = list(replays)
+        obs, infos = self.envs.reset(seed=[int(s) for s in seeds], options=options)
         env_s = time.perf_counter() - t0
         cur_obs, cur_info = list(obs), [_info_at(infos, i) for i in range(n)]
         renamed = np.array([bool(info.get("renamed", False)) for info in cur_info])
         for i in range(n):
-            self.prompter.reset(i, cur_obs[i], cur_info[i])
+            first_obs, first_info = cur_info[i].pop("replay_first", (cur_obs[i], cur_info[i]))
+            self.prompter.reset(i, first_obs, first_info)
+            for past_obs, past_action in cur_info[i].pop("replay_history", ()):
+                self.prompter.record(i, past_obs, past_action)
         active = np.ones(n, bool)
         success, ret, length = np.zeros(n, bool), np.zeros(n), np.zeros(n, int)
         rows = {k: [] for k in ("env", "step", "reward", "valid", "anchor", "key", "emb")}

@@ -1,4 +1,5 @@
-"""``bipace-compare``: learning curves of several estimators x seeds on one env, with the trainer.
+"""``bipace-compare``: which estimator assigns credit best on a real policy, then learning curves of
+several estimators x seeds on one env, with the trainer.
 
     bipace-compare                                      # preset "compare": SmolLM2-135M, TextCraft, CPU
     bipace-compare --preset tiny                        # the 1M-parameter model (fast, does not generalise)
@@ -10,19 +11,27 @@
 
 Settings: a preset of ``agents/presets.py`` (``--preset``) plus ``--set FIELD=VALUE`` for any
 ``agents.config.TrainConfig`` field; the preset also names the default estimators and seeds.
-Runs are sequential in this process (one heavy job at a time), each an ``agents.trainer.Trainer`` with
-the preset's config plus your overrides, in ``<out>/runs/<estimator>_seed<k>/``. When the preset has an
-SFT warm start it is trained once and shared by every run, so all estimators start from one policy.
-A finished run (same config, ``summary.json`` present) is reused; ``--fresh`` reruns it.
+First (when the preset has an SFT warm start, built once in ``<out>/shared/warm_start``) the advantage
+accuracy of every estimator on the warm start's own rollouts (``benchmarks/advantage_accuracy.py``, sized by
+its ``SIZES[preset]``; ``--no-accuracy`` skips it): the estimators' advantages against Monte-Carlo
+advantages on the same rows, with paired 95% intervals over goals, and their step-group statistics.
+At this size that is what separates estimators; a few RL iterations of a 135M model do not (their
+success rates differ by less than their intervals). Then the RL runs, sequential in this process (one heavy
+job at a time), each an ``agents.trainer.Trainer`` with the preset's config plus your overrides, in
+``<out>/runs/<estimator>_seed<k>/``, all from the same warm start.
+A finished run (same config, ``summary.json`` present) is reused; ``--fresh`` reruns it; the accuracy stage
+continues from what ``<out>/accuracy`` holds.
 
 Outputs in ``--out``:
+- ``accuracy/``: the accuracy stage's summary.md, scores.csv, pairs.csv, rows.csv and accuracy.png.
 - ``curves.csv``: one row per (estimator, seed, iteration): training success rate, score (mean mapped
   episode return, 10 per win), singleton rate, clusters per group, mean group size (the estimator's step
   groups; blank for GRPO), estimator/rollout/update seconds, rows, and held-out eval success at the
   iterations where the trainer evaluated (iteration 0 = before training).
 - ``curves.png``: success vs iteration (mean and min-max band over seeds), eval success, singleton rate.
-- ``summary.md``: final training and held-out success (pooled over seeds, with the 95% CI over their
-  episodes) and time per iteration split into parts (mean over seeds with a 95% t-interval).
+- ``summary.md``: the accuracy table and which paired differences are beyond their intervals, then final
+  training and held-out success (pooled over seeds, with the 95% CI over their episodes) and time per
+  iteration split into parts (mean over seeds with a 95% t-interval).
 """
 from __future__ import annotations
 
@@ -59,6 +68,33 @@ def make_trainer_class():
             return dict(group_stats(ro.batch, codes), score=float(ro.episode_return.mean()))
 
     return InstrumentedTrainer
+
+
+def shared_warm_start(base, out: Path) -> Path | None:
+    """The preset's SFT warm start, built once in ``<out>/shared/warm_start`` (a Trainer builds it as its
+    own); every run and the accuracy stage start from it. None without SFT."""
+    if base.sft_steps <= 0:
+        return None
+    shared = out / "shared"
+    warm = shared / "warm_start"
+    if not (warm / "config.json").exists():
+        from agents.trainer import Trainer
+        Trainer(dataclasses.replace(base, out_dir=str(shared)))
+    return warm
+
+
+def accuracy_stage(name: str, sets: list, policy: str, out: Path) -> str:
+    """``benchmarks.advantage_accuracy`` on ``policy`` with the preset's settings and size; its summary, or
+    why it could not say anything (a policy that never wins)."""
+    from benchmarks import advantage_accuracy as aa
+    argv = ["--out", str(out), "--preset", name, "--policy", policy]
+    for item in sets:
+        argv += ["--set", item]
+    try:
+        aa.run(aa.build_parser().parse_args(argv))
+    except SystemExit as exc:          # no wins: every advantage is zero, said in one line
+        (out / "summary.md").write_text(f"Advantage accuracy: not measured. {exc}\n")
+    return (out / "summary.md").read_text()
 
 
 def run_one(cfg, warm_start: Path | None, fresh: bool) -> Path:
@@ -219,7 +255,7 @@ def summary_table(rows: list[dict], estimators: list[str], walls: dict, last: in
 
 
 def write_outputs(rows, estimators, walls, out: Path, title: str, last: int,
-                  episodes_per_iteration: int) -> str:
+                  episodes_per_iteration: int, accuracy: str = "") -> str:
     with open(out / "curves.csv", "w", newline="") as f:
         w = csv.DictWriter(f, CSV_FIELDS, extrasaction="ignore")
         w.writeheader()
@@ -228,6 +264,10 @@ def write_outputs(rows, estimators, walls, out: Path, title: str, last: int,
                           f"{title}. Success rates: pooled over seeds ± 95% CI half-width over their n "
                           "episodes; other figures: mean over seeds ± 95% t-interval half-width.",
                           episodes_per_iteration)
+    if accuracy:
+        table = ("## Advantage accuracy on the starting policy's rollouts (accuracy/)\n\n" + accuracy +
+                 "\n## Short RL runs (their success rates at this size are within each other's intervals)\n\n"
+                 + table)
     (out / "summary.md").write_text(table)
     plot(rows, estimators, out / "curves.png", title)
     return table
@@ -246,6 +286,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", default="runs/compare", help="output folder")
     p.add_argument("--last", type=int, default=3, help="iterations averaged for the final training success")
     p.add_argument("--fresh", action="store_true", help="rerun finished runs instead of reusing them")
+    p.add_argument("--no-accuracy", action="store_true",
+                   help="skip the advantage-accuracy stage (it runs for presets with a size in "
+                        "benchmarks.advantage_accuracy.SIZES)")
     return p
 
 
@@ -278,7 +321,16 @@ def main(argv=None) -> int:
     (out / "runs").mkdir(parents=True, exist_ok=True)
     title = (f"{base.env} / {base.model} / preset {name}: {base.iterations} iterations x "
              f"{base.batch_tasks} tasks x G={base.group_size}")
-    rows, walls, warm, start_eval = [], {}, None, ("", "")
+    from benchmarks.advantage_accuracy import SIZES
+    warm = shared_warm_start(base, out)
+    accuracy = ""
+    if not args.no_accuracy and name in SIZES:
+        accuracy = accuracy_stage(name, args.set, str(warm or base.model), out / "accuracy")
+        print(accuracy, flush=True)
+    elif not args.no_accuracy:
+        print(f"advantage accuracy: preset {name!r} has no size in benchmarks.advantage_accuracy.SIZES; "
+              "skipped (run python -m benchmarks.advantage_accuracy --preset ... --tasks ... to size one)")
+    rows, walls, start_eval = [], {}, ("", "")
     per_it = base.batch_tasks * base.group_size
     jobs = [(e, s) for s in seeds for e in estimators]
     bar = tqdm(jobs, desc="compare", unit="run", position=0)
@@ -297,14 +349,12 @@ def main(argv=None) -> int:
             return 2
         summary = json.loads((run_dir / "summary.json").read_text())
         walls[(est, seed)] = summary.get("wall_s", time.perf_counter() - t0)
-        if warm is None and (run_dir / "warm_start" / "config.json").exists():
-            warm = run_dir / "warm_start"        # the first run's SFT model starts every later run
         rows += read_run(run_dir, est, seed, start_eval)
         if not rows[0]["iteration"] and start_eval == ("", ""):
             start_eval = (rows[0]["eval_success"], rows[0]["eval_n"])
         # partial results survive a crash
-        write_outputs(rows, estimators, walls, out, title, args.last, per_it)
-    table = write_outputs(rows, estimators, walls, out, title, args.last, per_it)
+        write_outputs(rows, estimators, walls, out, title, args.last, per_it, accuracy)
+    table = write_outputs(rows, estimators, walls, out, title, args.last, per_it, accuracy)
     print(table)
     print(f"wrote {out / 'curves.csv'}, {out / 'curves.png'}, {out / 'summary.md'}")
     return 0

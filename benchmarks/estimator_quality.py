@@ -55,6 +55,7 @@ from pathlib import Path
 
 import numpy as np
 
+from benchmarks.advantage_metrics import corr, impure_rate, nmse, sign_agreement
 from benchmarks.group_stats import group_stats, step_groups
 from benchmarks.text_mdp import make_world, rollout, solve
 from estimators import (StepBatch, available_estimators, compute_advantages, resolve_options,
@@ -175,21 +176,6 @@ def sample_batch(rng: np.random.Generator, args):
     return batch, np.array(cols["true"]), np.array(cols["latent"]), cols["anchor"], np.array(cols["q"])
 
 
-def _corr(x: np.ndarray, y: np.ndarray) -> float:
-    if x.std() == 0 or y.std() == 0:
-        return 0.0       # a constant estimate carries no information about A
-    return float(np.corrcoef(x, y)[0, 1])
-
-
-def _nmse(est: np.ndarray, true: np.ndarray) -> float:
-    return float(np.sum((est - true) ** 2) / max(np.sum(true ** 2), 1e-12))
-
-
-def _sign(est: np.ndarray, true: np.ndarray) -> float:
-    keep = np.abs(true) > 1e-6
-    return float(np.mean(np.sign(est[keep]) == np.sign(true[keep])))
-
-
 def step_term(batch: StepBatch, estimator: str, codes: np.ndarray, returns: np.ndarray | None = None,
               **opts) -> np.ndarray:
     """The registry's step term on given step groups (so each partition is computed once; `score`
@@ -230,19 +216,16 @@ def score(v: Variant, batch: StepBatch, true: np.ndarray, latent: np.ndarray, fe
         if check and not np.allclose(total, compute_advantages(batch, v.estimator, **opts), atol=1e-9):
             raise RuntimeError(f"{v.label}: A^E + step term differs from compute_advantages; "
                                "the estimator's formula changed, update step_term()")
-    row = {"corr_total": _corr(total, true), "sign_total": _sign(total, true)}
+    row = {"corr_total": corr(total, true), "sign_total": sign_agreement(total, true)}
     row.update(group_stats(batch, codes))
     row.pop("mean_group_size")
     if codes is None:
         nan = float("nan")
         row.update(impure_rate=nan, corr_step=nan, nmse_step=nan, sign_step=nan, nmse_exact=nan)
         return row
-    lat_groups = np.unique(np.stack([codes, latent], 1), axis=0)[:, 0]
-    impure = np.bincount(lat_groups, minlength=int(codes.max()) + 1) > 1
-    row.update(impure_rate=float(impure[codes].mean()), corr_step=_corr(step, true),
-               nmse_step=_nmse(step, true),
-               sign_step=_sign(step, true),
-               nmse_exact=_nmse(exact, true) if exact is not None else float("nan"))
+    row.update(impure_rate=impure_rate(codes, lambda rows: len(set(latent[rows])) > 1),
+               corr_step=corr(step, true), nmse_step=nmse(step, true), sign_step=sign_agreement(step, true),
+               nmse_exact=nmse(exact, true) if exact is not None else float("nan"))
     return row
 
 

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import gymnasium as gym
 import numpy as np
 
 ROOMS = ("kitchen", "hallway", "pantry", "cellar", "study", "garden", "attic", "library", "workshop",
@@ -187,3 +188,35 @@ def rollout(world: World, horizon: int, rng: np.random.Generator, paraphrases: i
             break
         s, obs = s2, render(world, s2, feedback, rng, paraphrases)
     return steps
+
+
+class TextMDPEnv(gym.Env):
+    """One world as a gymnasium env (text actions, the latent state in ``info['latent']``), for tools that
+    replay and continue episodes (``benchmarks/mc_truth.py``). Paraphrase and door draws come from
+    ``reset(seed=...)`` when ``seeded``; ``seeded=False`` draws them from fresh entropy, an env whose replay
+    diverges once ``paraphrases`` > 1 or doors stick. An inadmissible action is refused with an error."""
+
+    def __init__(self, world: World, horizon: int, paraphrases: int = 1, seeded: bool = True):
+        self.world, self.horizon, self.paraphrases, self.seeded = world, horizon, paraphrases, seeded
+        self.observation_space = self.action_space = gym.spaces.Text(4096)
+
+    def reset(self, *, seed=None, options=None):
+        self.rng = np.random.default_rng(seed if self.seeded else None)
+        self.s, self.t, self.obs = self.world.start * 2, 0, ""
+        self.obs = render(self.world, self.s, TASK_TEXT, self.rng, self.paraphrases, first=True)
+        return self.obs, self._info(False)
+
+    def step(self, action: str):
+        acts = self.world.actions(self.s)
+        if action not in acts:
+            raise ValueError(f"{action!r} is not admissible here; admissible: {acts}")
+        outs = self.world.outcomes(self.s, acts.index(action))
+        _, s2, r, done, feedback = outs[int(self.rng.choice(len(outs), p=[o[0] for o in outs]))]
+        self.t += 1
+        self.s = s2
+        self.obs = render(self.world, s2, feedback, self.rng, self.paraphrases)
+        return self.obs, r, done, (not done) and self.t >= self.horizon, self._info(done)
+
+    def _info(self, won: bool) -> dict:
+        return {"anchor": self.obs, "latent": self.s, "t": self.t, "won": won,
+                "admissible_actions": self.world.actions(self.s)}

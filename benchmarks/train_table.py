@@ -156,6 +156,31 @@ def screened_goals(cfg, table: dict, out: Path, warm: Path) -> list:
     return goals
 
 
+def build_warm_start(cfg, warm: Path, seed: int = 0) -> float:
+    """The table's warm start: LoRA SFT of ``cfg.model`` on expert steps of the training goals (the
+    config's ``sft_*`` fields, LoRA on every block), merged and saved in ``warm``; returns its seconds.
+    ``benchmarks.advantage_accuracy`` builds its default policy with this too."""
+    from agents.config import TrainConfig
+    from agents.envs import get_env_spec
+    from agents.prompts import PromptSettings
+    from agents.sft import run_sft
+    t0, spec = time.perf_counter(), get_env_spec("textcraft")
+    scfg = TrainConfig(model=cfg.model, seed=seed, out_dir=str(warm.parent), **common_settings(cfg),
+                       **{k: getattr(cfg, k) for k in SFT_FIELDS})
+
+    def make_env():
+        return make_textcraft(cfg)
+
+    probe = make_env()
+    tasks, held_out = spec.tasks(probe, "train"), spec.tasks(probe, "test")
+    probe.close()
+    run_sft(scfg, spec, make_env, tasks, warm,
+            PromptSettings(history_length=cfg.history_length, require_think=cfg.think_required(),
+                           compact=cfg.compact(), show_admissible=cfg.show_admissible),
+            held_out=held_out)
+    return time.perf_counter() - t0
+
+
 def read_goal_list(path: Path, depths: tuple, ap) -> list[str]:
     """The goal ids of a ``--train-goals`` file, sorted; every one must be a training goal of ``depths``."""
     from bipace_envs.textcraft.tasks import list_tasks
@@ -276,10 +301,6 @@ def main(argv=None) -> None:
         return
 
     import torch
-    from agents.config import TrainConfig
-    from agents.envs import get_env_spec
-    from agents.prompts import PromptSettings
-    from agents.sft import run_sft
     from agents.trainer import Trainer
 
     torch.set_num_threads(cfg.threads)
@@ -294,24 +315,10 @@ def main(argv=None) -> None:
     out.mkdir(parents=True, exist_ok=True)
     table_settings.save(out, name, cfg, table)
     common = common_settings(cfg)
-    spec = get_env_spec("textcraft")
     warm = out / "warm_start"
-    t0 = time.perf_counter()
     if not (warm / "config.json").exists():
-        scfg = TrainConfig(model=cfg.model, seed=table["warm_start_seed"], out_dir=str(out), **common,
-                           **{k: getattr(cfg, k) for k in SFT_FIELDS})
-
-        def make_env():
-            return make_textcraft(cfg)
-
-        probe = make_env()
-        tasks, held_out = spec.tasks(probe, "train"), spec.tasks(probe, "test")
-        probe.close()
-        run_sft(scfg, spec, make_env, tasks, warm,
-                PromptSettings(history_length=cfg.history_length, require_think=cfg.think_required(),
-                               compact=cfg.compact(), show_admissible=cfg.show_admissible),
-                held_out=held_out)
-        warm_time_file.write_text(json.dumps({"sft_s": time.perf_counter() - t0}))
+        sft_s = build_warm_start(cfg, warm, table["warm_start_seed"])
+        warm_time_file.write_text(json.dumps({"sft_s": sft_s}))
     # a reused warm start reports the time it took when it was made (0 if that was not recorded)
     sft_s = json.loads(warm_time_file.read_text())["sft_s"] if warm_time_file.exists() else 0.0
     print(f"warm start ready in {sft_s:.0f}s: {warm}", flush=True)

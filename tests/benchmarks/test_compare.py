@@ -79,6 +79,7 @@ def test_preset_and_set_make_every_runs_config(tmp_path, monkeypatch):
     import dataclasses
     from agents.presets import get_preset
     seen = []
+    monkeypatch.setattr(compare, "shared_warm_start", lambda base, out: None)     # no 800-step SFT here
     monkeypatch.setattr(compare, "run_one", lambda cfg, warm, fresh: seen.append(cfg) or 1 / 0)
     with pytest.raises(ZeroDivisionError):
         compare.main(["--preset", "tiny", "--set", "iterations=3", "--estimators", "gigpo", "--seeds", "4",
@@ -117,3 +118,24 @@ def test_plot_axes_follow_the_data():
     lo, hi = data_limits(ax, 100.0)
     assert 5 < lo < 10 and 14 < hi < 20
     plt.close(fig)
+
+
+def test_the_accuracy_stage_leads_and_says_when_it_cannot_measure(tmp_path, monkeypatch, capsys):
+    """With a size for the preset, the accuracy stage runs on the shared warm start before any RL run; the
+    tiny model never wins a goal, so the summary says every advantage would be zero instead of a table."""
+    from benchmarks import advantage_accuracy as aa
+    monkeypatch.setitem(aa.SIZES, "smoke", aa.Size(tasks=2, group_size=2, samples=2, screen_repeats=1))
+    order = []
+    real_stage, real_run = compare.accuracy_stage, compare.run_one
+    monkeypatch.setattr(compare, "accuracy_stage", lambda *a: order.append("accuracy") or real_stage(*a))
+    monkeypatch.setattr(compare, "run_one", lambda *a: order.append("rl") or real_run(*a))
+    out = tmp_path / "c"
+    assert compare.main(["--estimators", "grpo", "--seeds", "0", "--out", str(out), *TINY]) == 0
+    assert order == ["accuracy", "rl"]
+    summary = (out / "summary.md").read_text()
+    assert summary.index("Advantage accuracy") < summary.index("Short RL runs")
+    assert "never won any candidate goal" in summary
+    assert (out / "accuracy" / "screen.json").exists()
+    assert compare.main(["--estimators", "grpo", "--seeds", "0", "--out", str(tmp_path / "d"),
+                         "--no-accuracy", *TINY]) == 0
+    assert "Advantage accuracy" not in (tmp_path / "d" / "summary.md").read_text()
