@@ -47,18 +47,20 @@ import numpy as np
 @dataclass(frozen=True)
 class Size:
     """How much the benchmark plays: B goals x G episodes, K continuations per distinct state, and the
-    screen's episodes per candidate goal. Named per training preset (``SIZES``); flags override."""
+    screen's episodes per candidate goal and how many candidates it plays (0 = all). Named per training
+    preset (``SIZES``); flags override."""
     tasks: int
     group_size: int
     samples: int
     screen_repeats: int
+    candidates: int = 0
 
 
 SIZES = {
     # the TextCraft table's policy and settings; sized in docs/advantage-accuracy.md
     "textcraft-table": Size(tasks=12, group_size=6, samples=8, screen_repeats=2),
     # bipace-compare's first stage: a few minutes on 2 cores before its short RL runs
-    "compare": Size(tasks=6, group_size=4, samples=4, screen_repeats=1),
+    "compare": Size(tasks=6, group_size=4, samples=4, screen_repeats=2, candidates=30),
 }
 DEFAULT_SIZE = SIZES["textcraft-table"]
 
@@ -79,8 +81,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="TextCraft difficulty: goals whose simplest recipe needs 1 or 2+ distinct "
                         "ingredients (default: any)")
     p.add_argument("--goals", type=Path, help="candidate goals instead (a file, one task id per line)")
-    p.add_argument("--candidates", type=int, default=0,
-                   help="screen at most this many candidate goals (a fixed draw; 0 = all)")
+    p.add_argument("--candidates", type=int,
+                   help="screen at most this many candidate goals (a fixed draw; 0 = all; default: the "
+                        "preset's Size)")
     p.add_argument("--tasks", type=int, help="B: goals in the batch (default: the preset's Size)")
     p.add_argument("--group-size", type=int, help="G: episodes per goal (default: the preset's Size)")
     p.add_argument("--samples", type=int,
