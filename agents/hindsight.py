@@ -100,6 +100,21 @@ def augment_prompt(prompt: torch.Tensor, block_ids: list[int], tail: list[int], 
     return torch.cat([body[len(body) - room:] if truncated else body, extra]), truncated
 
 
+def augmented_prompts(ro, tok, s: HindsightSettings,
+                      success: np.ndarray) -> tuple[dict[int, torch.Tensor], int]:
+    """(row index -> x~ for every row to score, prompts truncated): ``ro`` needs ``batch`` (its anchor of a
+    trajectory's last row is the final observation), ``prompt_ids`` and, for ``include_future_actions``,
+    ``actions``. The scoring pass here and the verl bridge's (``agents.verl_bridge.hindsight``) share it."""
+    blocks = outcome_blocks(ro, s, success)
+    tail = generation_tail(tok)
+    prompts, truncated = {}, 0
+    for r, text in blocks.items():
+        ids = tok("\n\n" + text, add_special_tokens=False)["input_ids"]
+        prompts[r], cut = augment_prompt(ro.prompt_ids[r], ids, tail, s.max_prompt_tokens)
+        truncated += cut
+    return prompts, truncated
+
+
 def score_hindsight(model, tok, ro, settings: HindsightSettings | None = None) -> tuple[np.ndarray, dict]:
     """(hind_logp_sum (N,) with NaN on unscored rows, stats) for the rows of rollout ``ro`` (an
     ``agents.rollout.Rollout``: ``batch``, ``prompt_ids``, ``response_ids``, ``prefix_keys``, ``actions``).
@@ -111,14 +126,8 @@ def score_hindsight(model, tok, ro, settings: HindsightSettings | None = None) -
     n = len(ro.response_ids)
     out = np.full(n, np.nan)
     success, _ = trajectory_outcome(ro.batch, s.success_threshold, None)
-    blocks = outcome_blocks(ro, s, success)
-    tail = generation_tail(tok)
-    prompts, truncated = {}, 0
-    for r, text in blocks.items():
-        ids = tok("\n\n" + text, add_special_tokens=False)["input_ids"]
-        prompts[r], cut = augment_prompt(ro.prompt_ids[r], ids, tail, s.max_prompt_tokens)
-        truncated += cut
-    rows = sorted(blocks)
+    prompts, truncated = augmented_prompts(ro, tok, s, success)
+    rows = sorted(prompts)
     empty = [r for r in rows if len(ro.response_ids[r]) == 0]
     out[empty] = 0.0                                # no token to score: the sum over no token
     rows = [r for r in rows if len(ro.response_ids[r]) > 0]
@@ -141,7 +150,7 @@ def score_hindsight(model, tok, ro, settings: HindsightSettings | None = None) -
                 tokens += sum(len(p) + len(r) for p, r in zip(p_ids, r_ids))
     finally:
         model.train(was_training)
-    stats = {"hindsight_rows": len(blocks), "hindsight_tokens": tokens, "hindsight_truncated": truncated,
+    stats = {"hindsight_rows": len(prompts), "hindsight_tokens": tokens, "hindsight_truncated": truncated,
              "hindsight_s": time.perf_counter() - t0}
     return out, stats
 
@@ -160,13 +169,13 @@ HIND_KEY = "bipace_hind_logp_sum"
 
 
 def data_hindsight_sums(data) -> np.ndarray:
-    """The per-sample hindsight sums of a verl DataProto (the bridge's advantage step), or the error that
-    says how to produce them: the bridge does not run the scoring pass inside verl's workers."""
+    """The per-sample hindsight sums of a verl DataProto (the bridge's advantage step puts them there, from
+    ``agents.verl_bridge.hindsight.actor_hindsight_sums``), or the error that says how to produce them."""
     if HIND_KEY not in data.batch.keys():
         raise ValueError(f"the estimator needs StepBatch.hind_logp_sum, but the batch has no {HIND_KEY!r}: "
-                         "the verl bridge does not run the hindsight scoring pass in verl's workers. Put the "
-                         "sums (one float per step sample, NaN where not scored) in the batch before "
-                         "the advantage step, computed as agents.hindsight.score_hindsight does (a teacher-"
-                         "forced forward of the rollout policy under the outcome-augmented prompt), or train "
-                         "hcapo/relace with bipace-train, which runs the pass")
+                         "the hindsight scoring pass fills it. Under verl, BipacePPOTrainer runs the pass "
+                         "with the actor worker group before its advantage step (launch with `python -m "
+                         "agents.verl_bridge.main`); outside it, put the sums (one float per step sample, "
+                         "NaN where not scored) in the batch, computed as agents.hindsight.score_hindsight "
+                         "does")
     return data.batch[HIND_KEY].detach().double().cpu().numpy()

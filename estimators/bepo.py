@@ -91,8 +91,10 @@ def gate_weights(nodes: np.ndarray, succ: np.ndarray, o: EstimatorOptions) -> np
         raise ValueError(f"bepo_min_successors must be >= 1; got {o.bepo_min_successors}")
     if not 0.0 <= o.bepo_beta <= 1.0:
         raise ValueError(f"bepo_beta must be in [0, 1]; got {o.bepo_beta}")
-    _, first = np.unique(grouping.dense_codes(nodes, succ), return_index=True)     # one row per distinct edge
-    k = np.bincount(nodes[first], minlength=int(nodes.max()) + 1)[nodes].astype(np.float64)
+    edge = grouping.dense_codes(nodes, succ)                # one code per distinct (node, successor)
+    edge_node = np.empty(int(edge.max()) + 1, dtype=np.int64)
+    edge_node[edge] = nodes
+    k = np.bincount(edge_node, minlength=int(nodes.max()) + 1)[nodes].astype(np.float64)
     beta = 1.0 - 1.0 / k if o.bepo_mix == "adaptive" else np.full(len(nodes), o.bepo_beta)
     return np.where(k >= o.bepo_min_successors, beta, 0.0)
 

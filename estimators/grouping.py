@@ -35,6 +35,13 @@ def dense_codes(*columns: np.ndarray) -> np.ndarray:
             _, inverse = np.unique(np.stack(cols, axis=1), axis=0, return_inverse=True)
             return inverse.reshape(-1).astype(np.int64)
         key = key * width + (c - lo)
+    if span <= 4 * len(key):
+        # a key range of a few times the row count (anchor groups, trajectory positions): mark the keys
+        # present and number them by a running count, the same codes as np.unique without its sort (3x
+        # faster at the range of the rows; slower beyond ~4x, where the cumsum outgrows the sort)
+        present = np.zeros(span, dtype=np.int64)
+        present[key] = 1
+        return np.cumsum(present)[key] - 1
     _, inverse = np.unique(key, return_inverse=True)
     return inverse.reshape(-1).astype(np.int64)
 

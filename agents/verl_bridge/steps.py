@@ -31,6 +31,9 @@ STEP_KEYS = {
     "bipace_action_key": "action_key",  # PACE action key (estimators.action_key)
 }
 EMBEDDING_KEY = "bipace_embedding"    # (N, d) float32, from the old-log-prob forward (worker.py)
+# the anchor's text, clipped: the hindsight block's final observation (HCAPO/RELACE, hindsight.py) is the
+# text of a trajectory's last step, which the anchor hash cannot give back
+OBS_KEY, OBS_CHARS = "bipace_obs", 300      # 300 = agents.hindsight.HindsightSettings.final_obs_chars
 
 
 def anchor_hash(anchor: Any) -> str:
@@ -43,7 +46,7 @@ def step_fields(group, traj, step: int, reward: float, valid: bool, anchor, acti
     """The ``extra_fields`` entries of one step sample."""
     return {"bipace_group": str(group), "bipace_traj": str(traj), "bipace_step": int(step),
             "bipace_reward": float(reward), "bipace_valid": bool(valid), "bipace_anchor": anchor_hash(anchor),
-            "bipace_action_key": str(action_key)}
+            "bipace_action_key": str(action_key), OBS_KEY: str(anchor)[:OBS_CHARS]}
 
 
 def rows_from_non_tensor(non_tensor_batch: dict) -> list[dict]:

@@ -24,6 +24,10 @@ the old-log-prob forward also returns ``bipace_embedding`` (see ``worker``); oth
 verl's worker untouched. The layer: ``bipace.hidden_layer`` (an HF ``hidden_states`` index; null or 0:
 BiPACE's layer -12 of 28, at the same depth for other models, as ``bipace-train``'s ``hidden_layer``).
 
+HCAPO's and RELACE's hindsight sums (the estimators whose ``needs`` hold ``hind_logp_sum``): the advantage
+step first runs the scoring pass with the actor worker group (``hindsight.actor_hindsight_sums``, options
+``+bipace.hindsight={...}``) and logs ``bipace/hindsight_rows``, ``_tokens``, ``_truncated``, ``_s``.
+
 Options of our estimators: ``+bipace.estimator_options={gamma: 0.95, eps: 0.05}`` (any keyword of
 ``estimators.compute_advantages``). Not supported with our estimators (a clear error): KL in the reward
 (``algorithm.use_kl_in_reward``) and decoupled rollout correction, which verl computes in the same step;
@@ -46,6 +50,8 @@ from verl.trainer.ppo.utils import Role
 from verl.trainer.ppo.v1.trainer_sync import PPOTrainerSync
 from verl.workers.utils.padding import response_to_nested
 
+from agents.hindsight import HIND_KEY
+from agents.verl_bridge.hindsight import actor_hindsight_sums, hindsight_settings, per_rank_multiple
 from agents.verl_bridge.steps import EMBEDDING_KEY, compute_data_advantages
 from agents.verl_bridge.worker import HIDDEN_CONFIG_KEY, BipaceActorRolloutRefWorker
 from estimators import REGISTRY
@@ -91,8 +97,7 @@ def check_algorithm(algorithm) -> None:
 def batch_fields(estimator: str) -> list[str]:
     needs = REGISTRY[estimator].needs
     return (["response_mask", "extra_fields"] + (["old_log_probs"] if "old_logp_sum" in needs else [])
-            + ([EMBEDDING_KEY] if "embedding" in needs else [])
-            + (["bipace_hind_logp_sum"] if "hind_logp_sum" in needs else []))   # agents.hindsight.HIND_KEY
+            + ([EMBEDDING_KEY] if "embedding" in needs else []))
 
 
 class BipacePPOTrainer(PPOTrainerSync):
@@ -127,6 +132,15 @@ class BipacePPOTrainer(PPOTrainerSync):
         padding = np.array([bool(t.get("is_padding", False)) for t in batch.tags], dtype=bool)
         proto = DataProto(batch=data.to_padded_tensor(), non_tensor_batch={"extra_fields": rows})
         opts = estimator_options(self.config)
+        if "hind_logp_sum" in REGISTRY[name].needs:     # HCAPO/RELACE: the hindsight pass, by the actor
+            sums, stats = actor_hindsight_sums(self.actor_rollout_wg, batch, extra, padding, self.tokenizer,
+                                               hindsight_settings(self.config, opts),
+                                               per_rank_multiple(self.config))
+            proto.batch[HIND_KEY] = torch.as_tensor(sums, dtype=torch.float64)
+            scored = np.isfinite(sums) & ~padding
+            stats["bipace/hindsight_finite_rows"] = int(scored.sum())
+            stats["bipace/hindsight_sum_mean"] = float(sums[scored].mean()) if scored.any() else 0.0
+            metrics.update(stats)
         proto = compute_data_advantages(proto, name, padding=padding, **opts)
         out = TensorDict({k: response_to_nested(proto.batch[k], response_mask)
                           for k in ("advantages", "returns")}, batch_size=len(batch.keys))

@@ -40,7 +40,8 @@ LOOP_YAML = """- name: bipace_env
 SETTINGS = dict(history_length=2, require_think=False, compact=True)     # the same, for the warm start
 
 
-def cpu_overrides(tmp: Path, model: str, loop_yaml: str = AGENT_LOOP_YAML) -> list[str]:
+def cpu_overrides(tmp: Path, model: str, loop_yaml: str = AGENT_LOOP_YAML, estimator: str = "bipace",
+                  steps: int = 2) -> list[str]:
     """The example config made CPU-sized: 3 tasks x 2 episodes of <= 3 steps, 24-token answers; one
     optimiser step per 2 tasks x 2 = 4 step samples, so 18 samples are padded to 20."""
     return [
@@ -48,7 +49,7 @@ def cpu_overrides(tmp: Path, model: str, loop_yaml: str = AGENT_LOOP_YAML) -> li
         f"data.train_files={tmp / 'train.parquet'}", f"data.val_files={tmp / 'val.parquet'}",
         "data.train_batch_size=3", "data.max_prompt_length=1024", "data.max_response_length=24",
         "data.dataloader_num_workers=0",
-        "algorithm.adv_estimator=bipace",
+        f"algorithm.adv_estimator={estimator}",
         f"actor_rollout_ref.model.path={model}",
         "actor_rollout_ref.model.enable_gradient_checkpointing=false",
         "+actor_rollout_ref.model.override_config.attn_implementation=sdpa",     # no flash-attn on a CPU
@@ -61,7 +62,7 @@ def cpu_overrides(tmp: Path, model: str, loop_yaml: str = AGENT_LOOP_YAML) -> li
         "actor_rollout_ref.rollout.checkpoint_engine.backend=naive",
         "actor_rollout_ref.rollout.val_kwargs.n=1",
         "trainer.device=cpu", "trainer.n_gpus_per_node=1", "trainer.nnodes=1",
-        "trainer.total_training_steps=2",
+        f"trainer.total_training_steps={steps}",
         "trainer.val_before_train=false", "trainer.test_freq=2", "trainer.save_freq=-1",
         f"trainer.default_local_dir={tmp / 'ckpt'}", "trainer.logger=[console]",
         "transfer_queue.backend.SimpleStorage.num_data_storage_units=1", "reward.num_workers=1",
@@ -114,7 +115,9 @@ def warm_started_tiny(rows, out: Path) -> Path:
     return out
 
 
-def test_two_steps_and_a_validation_through_verls_entry_point(tmp_path):
+def run_main(tmp_path: Path, *overrides: str, estimator: str = "bipace", steps: int = 2) -> str:
+    """``python -m agents.verl_bridge.main`` on the example config, CPU-sized (3 TextCraft tasks to train on,
+    a fourth to validate on, the warm-started tiny policy); verl's console log."""
     env_kwargs = {"depths": [1], "max_steps": 3}
     rows = split_rows("textcraft", env_kwargs, "train", 4)     # TextCraft's test split has no depth-1 goal
     write(rows[:3], str(tmp_path / "train.parquet"))
@@ -130,11 +133,17 @@ def test_two_steps_and_a_validation_through_verls_entry_point(tmp_path):
            "BIPACE_VERL_CHECK_ONLY": "0"}
     env.pop("RAY_ADDRESS", None)
     cmd = [sys.executable, "-m", "agents.verl_bridge.main", "--config-path", str(REPO / "examples" / "verl"),
-           "--config-name", "alfworld_qwen1.5b", *cpu_overrides(tmp_path, str(model), str(loop_yaml))]
+           "--config-name", "alfworld_qwen1.5b",
+           *cpu_overrides(tmp_path, str(model), str(loop_yaml), estimator, steps), *overrides]
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=tmp_path, timeout=900)
     log = proc.stdout + proc.stderr
     (tmp_path / "run.log").write_text(log)
     assert proc.returncode == 0, log[-6000:]
+    return log
+
+
+def test_two_steps_and_a_validation_through_verls_entry_point(tmp_path):
+    log = run_main(tmp_path)
     steps = metrics_of(log)
     assert {1, 2} <= set(steps), log[-4000:]
     for s in (1, 2):
@@ -153,3 +162,18 @@ def test_two_steps_and_a_validation_through_verls_entry_point(tmp_path):
                    "pg_loss": steps[s]["actor/pg_loss"], "padding": steps[s]["bipace/padding_samples"],
                    "step_s": steps[s].get("timing_s/step")} for s in (1, 2)}
     print("e2e summary:", json.dumps({"steps": summary, "validation": val}))
+
+
+def test_hcapo_runs_the_hindsight_pass_through_the_actor_in_verls_advantage_step(tmp_path):
+    # every row scored (score_failures): the depth-1 tasks are not always won by the tiny policy, and a
+    # failed row's sum under the failure block goes through the same worker call as a won row's
+    log = run_main(tmp_path, "+bipace.hindsight={score_failures: true}",
+                   estimator="hcapo", steps=1)
+    m = metrics_of(log)[1]
+    real = m["bipace/hindsight_rows"]
+    assert real > 0 and m["bipace/hindsight_tokens"] > 0
+    assert m["bipace/hindsight_finite_rows"] == real        # every scored row has a finite sum
+    assert (real + m["bipace/padding_samples"]) % 4 == 0    # all real samples scored: no padding copy
+    assert m["bipace/hindsight_sum_mean"] < 0               # summed log-probs of real tokens
+    assert "actor/pg_loss" in m
+    print("hindsight summary:", json.dumps({k: v for k, v in m.items() if "hindsight" in k}))
