@@ -140,6 +140,15 @@ def default_policy(args, cfg) -> str:
     return str(warm)
 
 
+def with_policy(cfg, policy: str, out_dir: Path):
+    """``cfg`` playing ``policy`` (a folder or name) with the prompts its preset's model gets: the "auto"
+    settings that follow the model's name (think tags, compact prompts) are pinned first, since a warm
+    start's folder name says nothing about the model it came from."""
+    return dataclasses.replace(cfg, require_think="yes" if cfg.think_required() else "no",
+                               compact_prompts="yes" if cfg.compact() else "no", model=policy,
+                               out_dir=str(out_dir))
+
+
 def candidate_goals(args, trainer) -> list:
     tasks = list(trainer.train_tasks)
     if args.goals:
@@ -310,7 +319,7 @@ def run(args) -> dict:
     out.mkdir(parents=True, exist_ok=True)
     preset_cfg, cfg = settings(args)
     policy = default_policy(args, preset_cfg)
-    cfg = dataclasses.replace(cfg, model=policy, out_dir=str(out / "policy"))
+    cfg = with_policy(cfg, policy, out / "policy")
     wall0 = time.perf_counter()
     trainer = Trainer(cfg)
     tasks = candidate_goals(args, trainer)

@@ -266,7 +266,7 @@ def write_outputs(rows, estimators, walls, out: Path, title: str, last: int,
                           episodes_per_iteration)
     if accuracy:
         table = ("## Advantage accuracy on the starting policy's rollouts (accuracy/)\n\n" + accuracy +
-                 "\n## Short RL runs (their success rates at this size are within each other's intervals)\n\n"
+                 "\n## Short RL runs (at this size success rates seldom separate: read their intervals)\n\n"
                  + table)
     (out / "summary.md").write_text(table)
     plot(rows, estimators, out / "curves.png", title)

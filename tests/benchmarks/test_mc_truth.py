@@ -138,3 +138,15 @@ def test_expert_advantage_of_the_best_action_is_zero(tmp_path):
     chose_greedy = np.array([a == int(np.argmax(world.prefs[s])) for _, s, a in latent])
     assert np.allclose(adv[chose_greedy], 0.0)
     assert np.all(np.isfinite(adv))
+
+
+def test_a_policy_folder_keeps_the_prompts_of_its_presets_model(tmp_path):
+    """A warm start's folder plays with the prompts its model was trained on (the compare preset leaves
+    think tags and compact prompts on "auto", which follow the model's name)."""
+    from agents.presets import get_preset
+    from benchmarks.advantage_accuracy import with_policy
+    cfg = get_preset("compare")
+    played = with_policy(cfg, str(tmp_path / "warm_start"), tmp_path / "policy")
+    assert played.model == str(tmp_path / "warm_start")
+    assert (played.think_required(), played.compact()) == (cfg.think_required(), cfg.compact())
+    assert cfg.require_think == "auto"      # the case this guards: auto resolved by the model's name
