@@ -80,7 +80,7 @@ def textcraft_table() -> TrainConfig:
 
 @register("compare")
 def compare() -> TrainConfig:
-    """The one-command comparison (``bipace-compare`` with no arguments), about 20 minutes on 2 CPU cores.
+    """The one-command comparison (``bipace-compare`` with no arguments), about 22 minutes on 2 CPU cores.
 
     SmolLM2-135M-Instruct on depth-1 TextCraft goals: a short shared LoRA warm start (60 steps at 2e-4;
     the zero-shot model chats instead of acting), then 4 RL iterations of 4 goals x G=4 at lr 5e-4 per
