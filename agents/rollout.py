@@ -122,10 +122,10 @@ class SampledLogprobs(StoppingCriteria):
 
 
 def _indexed_env(make_env, index):
-    return _TaskEnv(ReplayPrefix(make_env()), index)
+    return _TaskEnv(make_env(), index)
 
 
-class _TaskEnv(gym.Wrapper):
+class _TaskEnv(ReplayPrefix):
     """Lets one vector ``reset`` give each sub-env its own task and replay: ``options={'task_ids': [...],
     'replays': [...]}`` (``agents.replay``)."""
 
@@ -142,7 +142,7 @@ class _TaskEnv(gym.Wrapper):
                 options["task_id"] = task
             if replay is not None:
                 options["replay"] = replay
-        return self.env.reset(seed=seed, options=options)
+        return super().reset(seed=seed, options=options)
 
 
 def _info_at(infos: dict, i: int) -> dict:
