@@ -211,6 +211,13 @@ class TrainConfig:
     def clip_range(self) -> tuple[float, float]:
         return (self.clip_low or self.clip_ratio, self.clip_high or self.clip_ratio)
 
+    def estimator_kwargs(self, mode: str | None = None) -> dict:
+        """Every option ``compute_advantages`` gets in training (``mode`` None: the config's, whose None means
+        the estimator's own default); the trainer and the benchmarks that score estimators pass the same."""
+        return dict(gamma=self.gamma, mode=self.mode if mode is None else mode, step_weight=self.step_weight,
+                    invalid_penalty=self.invalid_penalty, eps=self.resolved_eps(), pace=self.pace,
+                    **self.estimator_options_dict())
+
     def estimator_options_dict(self) -> dict:
         try:
             out = json.loads(self.estimator_options)

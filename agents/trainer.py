@@ -289,10 +289,7 @@ class Trainer:
             from agents.hindsight import score_hindsight, settings_for
             sums, self.hindsight_stats = score_hindsight(self.model, self.tok, ro, settings_for(c))
             batch = batch.with_fields(hind_logp_sum=sums)
-        return compute_advantages(batch, c.estimator, gamma=c.gamma, mode=self.mode,
-                                  step_weight=c.step_weight,
-                                  invalid_penalty=c.invalid_penalty, eps=c.resolved_eps(), pace=c.pace,
-                                  **c.estimator_options_dict())
+        return compute_advantages(batch, c.estimator, **c.estimator_kwargs(self.mode))
 
     @torch.no_grad()
     def _old_logprobs(self, ro) -> list:

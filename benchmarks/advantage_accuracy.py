@@ -290,13 +290,6 @@ def ground_truth(trainer, saved: dict, args, out: Path):
     return truth, expert_adv, mc_s
 
 
-def estimator_options(cfg) -> dict:
-    """The options ``Trainer.advantages`` passes (mode None: each estimator's own default)."""
-    return dict(gamma=cfg.gamma, mode=cfg.mode, step_weight=cfg.step_weight,
-                invalid_penalty=cfg.invalid_penalty, eps=cfg.resolved_eps(), pace=cfg.pace,
-                **cfg.estimator_options_dict())
-
-
 def write_rows(path: Path, saved: dict, truth, expert_adv, estimates: dict) -> None:
     ro, b = saved["ro"], saved["ro"].batch
     names = [n for n, e in estimates.items() if e.adv is not None]
@@ -342,7 +335,7 @@ def run(args) -> dict:
     if not np.any(truth.adv != 0):
         raise SystemExit("every MC advantage is zero (no continuation from any state won): the policy never "
                          "wins these goals, so no estimator has anything to be right about")
-    estimates = estimator_advantages(ro.batch, estimator_options(cfg), args.estimators)
+    estimates = estimator_advantages(ro.batch, cfg.estimator_kwargs(), args.estimators)
     res = score_all(estimates, truth, ro.batch.group_id, expert_adv, args.bootstrap, args.seed)
     write_rows(out / "rows.csv", saved, truth, expert_adv, estimates)
     write_csvs(res, out)

@@ -179,6 +179,19 @@ def _mean_se(values: list) -> tuple[float, float]:
     return float(x.mean()), se
 
 
+def next_values(plan: StartPlan, per_start: np.ndarray) -> np.ndarray:
+    """Per row, a per-start value at s_{t+1}; 0 after the episode's last row."""
+    nxt = plan.row_next
+    return np.where(nxt >= 0, per_start[np.maximum(nxt, 0)], 0.0)
+
+
+def row_q(plan: StartPlan, w: np.ndarray, reward, valid, gamma: float, invalid_penalty: float) -> np.ndarray:
+    """Q(s_t, a_t) = r_t - c [a_t invalid] + gamma W(s_{t+1}) of every row, from per-start values W of the
+    policy whose Q it is (deterministic transitions)."""
+    reward, valid = np.asarray(reward, dtype=float), np.asarray(valid, dtype=bool)
+    return reward - invalid_penalty * (~valid) + gamma * next_values(plan, w)
+
+
 def mc_truth(plan: StartPlan, store: ContinuationStore, reward, valid, gamma: float,
              invalid_penalty: float) -> Truth:
     """Q, V and A of every row from the store's continuations (every start must have at least two)."""
@@ -194,15 +207,10 @@ def mc_truth(plan: StartPlan, store: ContinuationStore, reward, valid, gamma: fl
         v[j], v_se[j] = _mean_se(disc - invalid_penalty * inv)
         w[j], w_se[j] = _mean_se(disc)
         wins[j], count[j] = np.mean([r["won"] for r in recs]), len(recs)
-    reward, valid = np.asarray(reward, dtype=float), np.asarray(valid, dtype=bool)
-    nxt = plan.row_next
-    has_next = nxt >= 0
-    w_next = np.where(has_next, w[np.maximum(nxt, 0)], 0.0)
-    w_next_se = np.where(has_next, w_se[np.maximum(nxt, 0)], 0.0)
-    q = reward - invalid_penalty * (~valid) + gamma * w_next
+    q = row_q(plan, w, reward, valid, gamma, invalid_penalty)
     s = plan.row_start
     adv = q - v[s]
-    se = np.sqrt(v_se[s] ** 2 + (gamma * w_next_se) ** 2)
+    se = np.sqrt(v_se[s] ** 2 + (gamma * next_values(plan, w_se)) ** 2)
     return Truth(q, v[s], adv, se, count[s], v_se[s], wins[s], v, v_se)
 
 
@@ -237,7 +245,4 @@ def expert_advantage(plan: StartPlan, w_expert: np.ndarray, reward, valid, gamma
                      invalid_penalty: float) -> np.ndarray:
     """QVal's reference view: Q^E(s_t, a_t) - V^E(s_t), the expert's value after the policy's action
     against the expert's value from the same state (deterministic, no standard error)."""
-    reward, valid = np.asarray(reward, dtype=float), np.asarray(valid, dtype=bool)
-    nxt = plan.row_next
-    w_next = np.where(nxt >= 0, w_expert[np.maximum(nxt, 0)], 0.0)
-    return reward - invalid_penalty * (~valid) + gamma * w_next - w_expert[plan.row_start]
+    return row_q(plan, w_expert, reward, valid, gamma, invalid_penalty) - w_expert[plan.row_start]
