@@ -47,6 +47,9 @@ class TrainConfig:
                           "share the CPU)")
     # --- environment and prompts ----------------------------------------------------------------
     env_kwargs: str = opt("{}", "JSON of extra gym.make kwargs, e.g. '{\"depths\": [1, 2]}'")
+    eval_env_kwargs: str = opt("{}", "JSON of gym.make kwargs for the held-out env only, over env_kwargs: "
+                               "e.g. train on generated ALFWorld games and evaluate on the real ones, "
+                               "'{\"data_dir\": \"../shared/data/alfworld\"}'")
     max_steps: int = opt(0, "env steps per episode (0 = the env's paper default)")
     history_length: int = opt(2, "last h observation/action pairs in the prompt")
     require_think: str = opt("auto", "answers need <think></think> to be valid: yes | no | auto (no for the "
@@ -144,6 +147,8 @@ class TrainConfig:
     # --- schedule, eval, checkpoints, logs ------------------------------------------------------
     iterations: int = opt(150, "RL iterations (one rollout batch + update each)")
     eval_before: bool = opt(True, "evaluate before the first iteration (verl's val_before_train)")
+    eval_at_end: bool = opt(True, "evaluate after the last iteration (off where a benchmark evaluates the "
+                            "saved policy itself, resumably: benchmarks/env_table.py)")
     eval_every: int = opt(5, "evaluate on held-out tasks every N iterations (0 = only at start and end)")
     eval_tasks: int = opt(128, "held-out tasks per evaluation (0 = the whole split)")
     eval_temperature: float = opt(0.4, "evaluation temperature (0 = greedy)")
@@ -232,14 +237,20 @@ class TrainConfig:
             raise ValueError(f"--estimator-options sets {own}; use their own flags ({flag}, ...)")
         return out
 
-    def env_kwargs_dict(self) -> dict:
-        try:
-            out = json.loads(self.env_kwargs)
-        except json.JSONDecodeError as exc:
-            raise ValueError(f"--env-kwargs must be a JSON object, got {self.env_kwargs!r}: {exc}") from exc
-        if not isinstance(out, dict):
-            raise ValueError(f"--env-kwargs must be a JSON object, got {self.env_kwargs!r}")
-        return out
+    def env_kwargs_dict(self, held_out: bool = False) -> dict:
+        """``env_kwargs`` as a dict; with ``held_out``, ``eval_env_kwargs`` merged over it."""
+        out = _json_object(self.env_kwargs, "--env-kwargs")
+        return {**out, **_json_object(self.eval_env_kwargs, "--eval-env-kwargs")} if held_out else out
+
+
+def _json_object(text: str, flag: str) -> dict:
+    try:
+        out = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{flag} must be a JSON object, got {text!r}: {exc}") from exc
+    if not isinstance(out, dict):
+        raise ValueError(f"{flag} must be a JSON object, got {text!r}")
+    return out
 
 
 def build_parser(cls=TrainConfig, **kw) -> argparse.ArgumentParser:

@@ -11,6 +11,7 @@ env by adding an ``EnvSpec`` to ``ENV_SPECS``.
 """
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -68,8 +69,10 @@ def textcraft_tasks(env, split: str) -> list[str]:
 
 
 def webshop_expert(env) -> list[str]:
-    """WebShop's oracle: search with the goal's query, open the goal product, pick its options, buy."""
-    action = env.unwrapped.oracle_action()
+    """WebShop's oracle in its imitable mode: search with the instruction text, open the first listed
+    product that buying with the goal's options scores 1.0, pick those options, buy
+    (``bipace_envs.webshop.oracle``; the goal-product mode searches with product titles half the time)."""
+    action = env.unwrapped.oracle_action("any_perfect")
     return [action] if action else []
 
 
@@ -98,6 +101,17 @@ ENV_SPECS: dict[str, EnvSpec] = {
     "webshop": EnvSpec("webshop", "bipace/WebShop-v0", reward_webshop, max_steps=15, fallback_chars=20,
                        tasks=split_bound_tasks, expert=webshop_expert, split_kwarg="split"),
 }
+
+
+def split_env_factory(spec: EnvSpec, kwargs: dict, split: str, max_steps: int):
+    """A picklable maker of ``spec``'s env for one split: WebShop/ALFWorld take the split at
+    construction (``split_kwarg``), TextCraft lists every split from one env (its preset and depth filter
+    live in ``kwargs``)."""
+    key = spec.split_kwarg
+    if key and key in kwargs:
+        raise ValueError(f"env_kwargs or eval_env_kwargs sets {key!r}; choose splits with "
+                         "--train-split/--eval-split instead")
+    return functools.partial(spec.make, max_steps=max_steps, **kwargs, **({key: split} if key else {}))
 
 
 def get_env_spec(name: str) -> EnvSpec:

@@ -13,6 +13,7 @@ registering it in ``PROMPTERS``.
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 THINK_REQUIRED = ("Now it's your turn to take an action. You should first reason step-by-step about the "
@@ -65,6 +66,11 @@ class Prompter:
         """How a past observation is shown in the history lines."""
         return self.format_obs(obs)
 
+    def action_line(self, actions) -> str:
+        """The prompt line that lists the admissible actions."""
+        return ("\nYour admissible actions of the current situation are: [" + self.format_actions(actions)
+                + "].")
+
     # --- memory ---------------------------------------------------------------
     def reset(self, i: int, obs: str, info: dict) -> None:
         self.tasks[i] = self.task_of(obs, info)
@@ -97,8 +103,7 @@ class Prompter:
     def user_text(self, i: int, obs: str, info: dict) -> str:
         n = len(self.memory.get(i, []))
         acts = self.shown_actions(info) if self.s.show_admissible else None
-        act_line = ("\nYour admissible actions of the current situation are: [" + self.format_actions(acts)
-                    + "]." if acts is not None else "")
+        act_line = self.action_line(acts) if acts is not None else ""
         instr = THINK_REQUIRED if self.s.require_think else (COMPACT if self.s.compact else THINK_OPTIONAL)
         if self.s.compact:
             return self.compact_text(i, obs, act_line, instr)
@@ -152,14 +157,63 @@ class TextCraftPrompter(Prompter):
 
 
 class ALFWorldPrompter(Prompter):
+    """verl-agent's ALFWorld template; compact prompts (small models) move what stays fixed for the whole
+    episode into the task line and list only the actions that change from step to step.
+
+    Why: a room has 20-40 receptacles, so the admissible list repeats ~30 ``go to X`` commands (plus
+    ``look``, ``inventory``, ``examine X``) at every step: about 200 tokens a step that the carried cache
+    must run again, because the list sits after the history. Compact prompts name the room's receptacles
+    once, in the task line every prompt of the episode starts with (run once per group,
+    ``agents.prefix``), and each step lists only the other actions (take, move, open, close, heat, cool,
+    clean, slice, use): 5-10 commands. ``go to``, ``look``, ``inventory`` and ``examine`` stay valid;
+    the instruction says so."""
     intro = "You are an expert agent operating in the ALFRED Embodied Environment."
+    # always admissible (any receptacle of the room, or information only): not listed in compact prompts
+    STANDING = ("go to ", "examine ", "look", "inventory", "help")
+    ROOM = re.compile(r"Looking quickly around you, you see (.*?)\.\s*(?:\n|$)", re.S)
 
     def task_of(self, first_obs, info):
         key = "Your task is to: "
-        return first_obs[first_obs.find(key) + len(key):].strip() if key in first_obs else first_obs.strip()
+        task = first_obs[first_obs.find(key) + len(key):].strip() if key in first_obs else first_obs.strip()
+        if self.s.compact:
+            room = self.receptacles(first_obs)
+            if room:
+                task += f"\nThe room's receptacles: {', '.join(room)}."
+        return task
+
+    @classmethod
+    def receptacles(cls, first_obs: str) -> list[str]:
+        """The receptacles the reset observation names ("you see a cabinet 2, a cabinet 1, and a sofa
+        1."), in its order, without articles."""
+        m = cls.ROOM.search(first_obs)
+        if not m:
+            return []
+        items = re.split(r",\s*(?:and\s+)?|\s+and\s+", m.group(1))
+        names = [re.sub(r"^(?:a|an|the)\s+", "", x.strip()) for x in items if x.strip()]
+
+        def natural(name):          # drawer 2 before drawer 10
+            head, _, num = name.rpartition(" ")
+            return (head, int(num)) if num.isdigit() else (name, 0)
+        return sorted(names, key=natural)
+
+    def format_obs(self, obs):
+        # the reset text repeats the room and the task, which compact prompts already open with
+        if self.s.compact and self.ROOM.search(obs) and "Your task is to:" in obs:
+            return "You are in the middle of the room."
+        return obs
 
     def format_actions(self, actions):
+        if self.s.compact:
+            local = [a for a in actions if not a.startswith(self.STANDING)]
+            return ", ".join(f"'{a}'" for a in local)
         return "\n ".join(f"'{a}'" for a in actions if a != "help")
+
+    def action_line(self, actions) -> str:
+        if not self.s.compact:
+            return super().action_line(actions)
+        standing = "go to / examine a receptacle, look, inventory"
+        local = self.format_actions(actions)
+        return f"\nActions here: {local}; or {standing}." if local else f"\nActions: {standing}."
 
 
 class WebShopPrompter(Prompter):

@@ -197,6 +197,8 @@ class Rollout:
     actions: list = field(default_factory=list)
     env_index: np.ndarray | None = None         # (N,) which env produced the row
     success: np.ndarray | None = None           # (n_envs,) episode won
+    score: np.ndarray | None = None             # (n_envs,) the env's final info['score'] (WebShop), else won
+    admissible: np.ndarray | None = None        # (N,) per row: the env took the action (info['action_valid'])
     episode_return: np.ndarray | None = None    # (n_envs,) mapped reward sum
     episode_length: np.ndarray | None = None    # (n_envs,)
     renamed: np.ndarray | None = None           # (n_envs,) played in a renamed world (reset info 'renamed')
@@ -339,7 +341,8 @@ class RolloutCollector:
                 self.prompter.record(i, past_obs, past_action)
         active = np.ones(n, bool)
         success, ret, length = np.zeros(n, bool), np.zeros(n), np.zeros(n, int)
-        rows = {k: [] for k in ("env", "step", "reward", "valid", "anchor", "key", "emb")}
+        score = np.zeros(n)
+        rows = {k: [] for k in ("env", "step", "reward", "valid", "admissible", "anchor", "key", "emb")}
         ro = Rollout(batch=None)
         gen_s, carried = 0.0, None
         for t in range(self.s.max_steps):
@@ -366,6 +369,7 @@ class RolloutCollector:
                 rows["step"].append(t)
                 rows["reward"].append(r)
                 rows["valid"].append(valid[i])
+                rows["admissible"].append(bool(info.get("action_valid", True)))
                 rows["anchor"].append(cur_info[i].get("anchor", cur_obs[i]))
                 rows["key"].append(action_key(response_text=r_txt[k], response_ids=r_ids[k].tolist(),
                                               kind=self.s.key_kind, projected_action=actions[i]))
@@ -382,6 +386,7 @@ class RolloutCollector:
                 if term[i] or trunc[i]:
                     active[i] = False
                     success[i] = bool(info.get("won", False))
+                    score[i] = float(info.get("score", success[i]))
                 cur_obs[i], cur_info[i] = obs[i], info
         env = np.asarray(rows["env"], dtype=np.int64)
         anchors = np.empty(len(env), dtype=object)
@@ -395,6 +400,7 @@ class RolloutCollector:
                              action_valid=np.asarray(rows["valid"], dtype=bool),
                              anchor=anchors, action_key=keys, embedding=embs)
         ro.env_index, ro.success, ro.episode_return, ro.episode_length = env, success, ret, length
-        ro.renamed = renamed
+        ro.renamed, ro.score = renamed, score
+        ro.admissible = np.asarray(rows["admissible"], dtype=bool)
         ro.gen_seconds, ro.env_seconds = gen_s, env_s
         return ro

@@ -30,7 +30,7 @@ import torch
 
 from agents.config import TrainConfig
 from estimators import broadcast_to_tokens
-from agents.envs import get_env_spec
+from agents.envs import get_env_spec, split_env_factory
 from agents.models import LoraSettings, add_lora, load_adapter_weights, load_policy
 from agents.dynamic_sampling import dynamic_sample
 from agents.eval_chunks import kept_chunks
@@ -72,6 +72,16 @@ class CsvLog:
             w.writerow(row)
 
 
+def inadmissible_answers(ro, n_envs: int, keep: int = 3) -> dict:
+    """How many of the first ``n_envs`` envs' answers the env refused (``info['action_valid']`` False:
+    they named no admissible action) and a few of them as text, so an evaluation says what the policy
+    wrote instead of silently scoring a no-op."""
+    rows = np.flatnonzero(ro.env_index < n_envs)
+    bad = [r for r in rows if not ro.admissible[r]]
+    return {"answers": len(rows), "inadmissible": len(bad),
+            "samples": [{"response": ro.responses[r], "action": ro.actions[r]} for r in bad[:keep]]}
+
+
 def mixed_group_share(ro) -> float:
     """Share of a rollout's groups whose episodes did not all return the same: only those carry an
     episode-level (GRPO) signal; the rest get a zero episode advantage."""
@@ -95,13 +105,12 @@ class Trainer:
         if cfg.threads > 0:
             torch.set_num_threads(cfg.threads)
         self.spec = get_env_spec(cfg.env)
-        kwargs = cfg.env_kwargs_dict()
         self.max_steps = cfg.max_steps or self.spec.max_steps
         if make_env is not None:
             self.make_env = self.make_eval_env = make_env
         else:
-            self.make_env, self.make_eval_env = (self._env_factory(kwargs, split)
-                                                 for split in (cfg.train_split, cfg.eval_split))
+            self.make_env = self._env_factory(cfg.env_kwargs_dict(), cfg.train_split)
+            self.make_eval_env = self._env_factory(cfg.env_kwargs_dict(held_out=True), cfg.eval_split)
         if train_tasks is None:
             train_tasks = self._list_tasks(self.make_env, cfg.train_split)
         if eval_tasks is None:
@@ -142,21 +151,14 @@ class Trainer:
         self.memory = PhaseMemory(next(self.model.parameters()).device)   # per-phase peaks on CUDA
         self._collectors: dict[str, RolloutCollector] = {}
         self.eval_by_task: dict[str, list] = {}      # the last evaluation's [won, episodes] per goal
+        self.eval_episodes: dict = {}                # ... and its episodes in order (tasks, won, scores)
         self.start_iteration = 1
         if cfg.resume:
             self.start_iteration = self.load_checkpoint() + 1
         (self.out / "config.json").write_text(json.dumps(asdict(cfg), indent=1))
 
     def _env_factory(self, kwargs: dict, split: str):
-        """Env maker for one split: WebShop/ALFWorld take the split at construction, TextCraft lists
-        every split from one env (its preset and depth filter live in ``env_kwargs``)."""
-        key = self.spec.split_kwarg
-        if key and key in kwargs:
-            raise ValueError(f"env_kwargs sets {key!r}; choose splits with --train-split/--eval-split "
-                             "instead")
-        extra = {key: split} if key else {}
-        spec, max_steps = self.spec, self.max_steps     # not self: async/Ray workers pickle the closure
-        return lambda: spec.make(max_steps=max_steps, **kwargs, **extra)
+        return split_env_factory(self.spec, kwargs, split, self.max_steps)
 
     def _list_tasks(self, make_env, split: str) -> list:
         probe = make_env()
@@ -249,7 +251,7 @@ class Trainer:
         col = self.collector("eval")
         self.model.eval()
         kept = {r["start"]: r for r in kept_chunks(chunks_file)} if chunks_file is not None else {}
-        won, lengths = [], []
+        won, lengths, scores, answers, inadmissible, samples = [], [], [], 0, 0, []
         for start in range(0, len(tasks), col.n):
             chunk = tasks[start:start + col.n]
             names = [str(t) for t in chunk]
@@ -257,25 +259,34 @@ class Trainer:
                 if kept[start]["tasks"] != names:
                     raise ValueError(f"{chunks_file} holds chunks of another evaluation (its chunk at "
                                      f"{start} played other tasks); delete it or pass another file")
-                won += kept[start]["won"]
-                lengths += kept[start]["lengths"]
-                continue
-            padded, t0 = chunk + [chunk[0]] * (col.n - len(chunk)), time.perf_counter()
-            torch.manual_seed(10_007 + start)
-            ro = col.collect(padded, [1000 + start + k for k in range(col.n)], list(range(col.n)))
-            won += ro.success[:len(chunk)].tolist()
-            lengths += ro.episode_length[:len(chunk)].tolist()
-            if chunks_file is not None:
-                with open(chunks_file, "a") as f:
-                    f.write(json.dumps({"start": start, "tasks": names, "won": won[start:],
-                                        "lengths": lengths[start:], "s": time.perf_counter() - t0}) + "\n")
+                row = kept[start]
+            else:
+                padded, t0 = chunk + [chunk[0]] * (col.n - len(chunk)), time.perf_counter()
+                torch.manual_seed(10_007 + start)
+                ro = col.collect(padded, [1000 + start + k for k in range(col.n)], list(range(col.n)))
+                row = {"start": start, "tasks": names, "won": ro.success[:len(chunk)].tolist(),
+                       "lengths": ro.episode_length[:len(chunk)].tolist(),
+                       "scores": ro.score[:len(chunk)].tolist(), **inadmissible_answers(ro, len(chunk)),
+                       "s": time.perf_counter() - t0}
+                if chunks_file is not None:
+                    with open(chunks_file, "a") as f:
+                        f.write(json.dumps(row) + "\n")
+            won += row["won"]
+            lengths += row["lengths"]
+            scores += row.get("scores", row["won"])         # chunks kept before scores were recorded
+            answers += row.get("answers", 0)
+            inadmissible += row.get("inadmissible", 0)
+            samples += row.get("samples", [])
         # per-goal wins of this evaluation (str(task) -> [won, episodes]): which goals RL changed
         self.eval_by_task = {}
         for task, w in zip(tasks, won):
             tally = self.eval_by_task.setdefault(str(task), [0, 0])
             tally[0], tally[1] = tally[0] + int(w), tally[1] + 1
+        self.eval_episodes = {"tasks": [str(t) for t in tasks], "won": [bool(w) for w in won],
+                              "scores": [float(x) for x in scores], "inadmissible_samples": samples[:20]}
         return {"eval_success": float(np.mean(won)), "eval_length": float(np.mean(lengths)),
-                "eval_n": len(won)}
+                "eval_n": len(won), "eval_score": float(np.mean(scores)),
+                "eval_inadmissible": inadmissible / max(answers, 1)}
 
     # ------------------------------------------------------------------ update
     def advantages(self, ro) -> np.ndarray:
@@ -458,6 +469,7 @@ class Trainer:
                        episode_return=float(first.episode_return.mean()),
                        episode_length=float(first.episode_length.mean()),
                        valid_rate=float(b.action_valid.mean()),
+                       admissible_rate=float(first.admissible.mean()) if len(first.admissible) else 1.0,
                        rows=len(b.reward), adv_mean=float(adv.mean()), adv_std=float(adv.std()),
                        rollout_s=t1 - t0, estimator_s=t2 - t1, update_s=time.perf_counter() - t2,
                        gen_s=ro.gen_seconds,
@@ -553,7 +565,8 @@ class Trainer:
                 run_eval(it)
             if (c.checkpoint_every and it % c.checkpoint_every == 0) or it == c.iterations:
                 self.save_checkpoint(it)
-        summary["eval_after"] = run_eval(c.iterations).get("eval_success")
+        if c.eval_at_end:
+            summary["eval_after"] = run_eval(c.iterations).get("eval_success")
         self.model.save_pretrained(self.out / "adapter")
         summary["wall_s"] = time.perf_counter() - t_start
         if tb:

@@ -69,9 +69,9 @@ from benchmarks.table_report import curve_ends, curve_window, fmt, success_curve
 
 # TrainConfig fields every evaluation and the warm start take from the table's config; the rest stay at
 # TrainConfig's defaults there (the warm start adapts every block whatever RL's lora_layers)
-COMMON = ("env", "env_kwargs", "max_steps", "history_length", "require_think", "compact_prompts",
-          "show_admissible", "max_new_tokens", "threads", "lora_rank", "lora_alpha", "eval_tasks",
-          "eval_batch", "eval_temperature", "eval_repeats")
+COMMON = ("env", "env_kwargs", "eval_env_kwargs", "train_split", "eval_split", "max_steps", "history_length",
+          "require_think", "compact_prompts", "show_admissible", "max_new_tokens", "threads", "lora_rank",
+          "lora_alpha", "eval_tasks", "eval_batch", "eval_temperature", "eval_repeats")
 SFT_FIELDS = ("sft_steps", "sft_lr", "sft_batch", "sft_passes", "sft_explore", "sft_rename", "sft_probe",
               "sft_mode")
 
@@ -157,28 +157,36 @@ def screened_goals(cfg, table: dict, out: Path, warm: Path) -> list:
 
 
 def build_warm_start(cfg, warm: Path, seed: int = 0) -> float:
-    """The table's warm start: LoRA SFT of ``cfg.model`` on expert steps of the training goals (the
-    config's ``sft_*`` fields, LoRA on every block), merged and saved in ``warm``; returns its seconds.
+    """The table's warm start: LoRA SFT of ``cfg.model`` on expert steps of the config's training split
+    (its ``sft_*`` fields, LoRA on every block), merged and saved in ``warm``; returns its seconds. Any
+    env (``benchmarks.env_table`` builds ALFWorld's and WebShop's with it);
     ``benchmarks.advantage_accuracy`` builds its default policy with this too."""
     from agents.config import TrainConfig
-    from agents.envs import get_env_spec
+    from agents.envs import get_env_spec, split_env_factory
     from agents.prompts import PromptSettings
     from agents.sft import run_sft
-    t0, spec = time.perf_counter(), get_env_spec("textcraft")
+    t0, spec = time.perf_counter(), get_env_spec(cfg.env)
     scfg = TrainConfig(model=cfg.model, seed=seed, out_dir=str(warm.parent), **common_settings(cfg),
                        **{k: getattr(cfg, k) for k in SFT_FIELDS})
-
-    def make_env():
-        return make_textcraft(cfg)
-
-    probe = make_env()
-    tasks, held_out = spec.tasks(probe, "train"), spec.tasks(probe, "test")
-    probe.close()
+    steps = cfg.max_steps or spec.max_steps
+    make_env = split_env_factory(spec, cfg.env_kwargs_dict(), cfg.train_split, steps)
+    make_eval_env = split_env_factory(spec, cfg.env_kwargs_dict(held_out=True), cfg.eval_split, steps)
+    tasks = list_split(spec, make_env, cfg.train_split)
+    held_out = list_split(spec, make_eval_env, cfg.eval_split)
     run_sft(scfg, spec, make_env, tasks, warm,
             PromptSettings(history_length=cfg.history_length, require_think=cfg.think_required(),
                            compact=cfg.compact(), show_admissible=cfg.show_admissible),
-            held_out=held_out)
+            held_out=held_out, make_eval_env=make_eval_env)
     return time.perf_counter() - t0
+
+
+def list_split(spec, make_env, split: str) -> list:
+    """The task ids of ``split`` in the env ``make_env`` builds."""
+    probe = make_env()
+    try:
+        return list(spec.tasks(probe, split))
+    finally:
+        probe.close()
 
 
 def read_goal_list(path: Path, depths: tuple, ap) -> list[str]:

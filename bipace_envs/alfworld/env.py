@@ -17,9 +17,13 @@ import gymnasium as gym
 
 from ..common import UnicodeText, obs_hash
 from . import generator
-from .games import find_data_root, goal_conditions, list_real_games, resolve_task_types
+from .games import find_data_root, goal_conditions, list_real_games, resolve_task_types, spread_subset
 
 GEN_POOL = {"train": 1000, "test": 25}  # default generated games per task type and split
+
+
+class GameLoadError(RuntimeError):
+    """A game file (or the traj_data.json beside it) that the engine cannot load; names the file."""
 
 
 class ALFWorldEnv(gym.Env):
@@ -57,7 +61,9 @@ class ALFWorldEnv(gym.Env):
         planner_timeout: seconds one Fast Downward call may take (default None: no limit; it took up to
             387 s on one real game). Past it the expert has no action for the rest of the episode
             (``expert_action`` None, ``info["expert_timed_out"]`` True).
-        games_per_task: size of the generated pool per task type (default 1000 train, 25 test).
+        games_per_task: size of the generated pool per task type (default 1000 train, 25 test); with
+            real data, a fixed subset: this many games per task type, evenly spaced over the split's
+            sorted games of that type (all of a type that has fewer).
         cache_dir: generated-game cache (default $BIPACE_ALFWORLD_CACHE or ~/.cache/bipace/alfworld).
         game_cache_size: parsed games kept in memory per process.
 
@@ -88,6 +94,8 @@ class ALFWorldEnv(gym.Env):
         if root is not None:
             self.source = "real"
             self._real = list_real_games(root, split, self.task_types)
+            if games_per_task is not None:
+                self._real = spread_subset(self._real, int(games_per_task))
             self.task_ids = sorted(self._real)
         else:
             self.source = "generated"
@@ -144,9 +152,16 @@ class ALFWorldEnv(gym.Env):
             task_id = self.task_ids[int(self.np_random.integers(len(self.task_ids)))]
         gamefile = self.gamefile(task_id)
         engine = self._get_engine()
-        engine.load(gamefile)
-        self._state = engine.reset()
-        self.task_id, self._params = task_id, self._task_meta(task_id, gamefile)
+        try:
+            engine.load(gamefile)
+            self._state = engine.reset()
+            params = self._task_meta(task_id, gamefile)
+        except Exception as exc:     # a corrupt or foreign file: say which one, whatever the parser raised
+            self._state = None
+            raise GameLoadError(f"ALFWorld game {gamefile} (task {task_id!r}) failed to load: "
+                                f"{type(exc).__name__}: {exc}. Replace or remove that trial folder "
+                                "(alfworld-download restores the originals)") from exc
+        self.task_id, self._params = task_id, params
         self._steps, self._done = 0, False
         self._gc = (None, (0, 1))
         self._expert = None

@@ -135,3 +135,20 @@ def goal_conditions(facts, params: dict) -> tuple[int, int]:
                   "pick_cool_then_place_in_recep": "iscool"}[task]
     changed = {args[0] for name, args in rel if name == state_pred and args[0] in objs}
     return int(bool(in_place)) + int(bool(changed)) + int(bool(in_place & changed)), 3
+
+
+def spread_subset(games: dict[str, str], per_type: int) -> dict[str, str]:
+    """A fixed subset of ``games`` (task_id -> file, ids ``<split>/<task type>-.../<trial>``): ``per_type``
+    games of each task type, evenly spaced over that type's games in id order (every game of a type that
+    has fewer), so the subset spreads over the split's objects and rooms rather than taking the
+    alphabetically first ones."""
+    if per_type < 1:
+        raise ValueError(f"games_per_task must be >= 1, got {per_type}")
+    by_type: dict[str, list[str]] = {}
+    for task_id in sorted(games):
+        by_type.setdefault(task_id.split("/")[1].split("-")[0], []).append(task_id)
+    keep = []
+    for ids in by_type.values():
+        n = min(per_type, len(ids))
+        keep += [ids[int(k * len(ids) / n)] for k in range(n)]
+    return {t: games[t] for t in sorted(keep)}

@@ -254,6 +254,8 @@ class WebShopEnv(gym.Env):
         return {"query": product.query, "product_category": product.product_category, "name": product.name,
                 "category": product.category, "weight": 1, **goal}
 
-    def oracle_action(self) -> str | None:
+    def oracle_action(self, mode: str = "goal") -> str | None:
+        """The oracle's next action (``bipace_envs.webshop.oracle``): ``goal`` buys the goal product,
+        ``any_perfect`` the first listed product that scores 1.0 (an expert a policy can imitate)."""
         from .oracle import oracle_action
-        return oracle_action(self)
+        return oracle_action(self, mode)

@@ -43,6 +43,7 @@ class Session:
         self.fix_options, self.nouns_mode = fix_options, nouns_mode
         self.instruction = goal["instruction_text"]
         self.reward, self.reward_details = 0.0, None
+        self.oracle_fell_back = False      # the imitable oracle handed over to the goal product's path
         self._to_index()
 
     # ----- state transitions (reference ``receive``) -----

@@ -1,6 +1,6 @@
 import pytest
 
-from agents.prompts import PromptSettings, make_prompter
+from agents.prompts import COMPACT, PromptSettings, make_prompter
 
 
 def _run(p, steps):
@@ -90,3 +90,39 @@ def test_textcraft_prompt_shows_the_useful_commands_other_envs_the_admissible_on
     assert "'craft 1 stick using 2 oak planks', 'inventory']" in tc.user_text(0, obs, info)
     alf = make_prompter("alfworld")
     assert alf.shown_actions(info) == info["admissible_actions"]
+
+
+ALF_RESET = ("-= Welcome to TextWorld, ALFRED! =-\n\nYou are in the middle of a room. Looking quickly around you, "
+             "you see a drawer 10, a drawer 2, a cabinet 1, and a sofa 1.\n\nYour task is to: put two box in "
+             "sofa.")
+ALF_ACTIONS = ["go to cabinet 1", "go to drawer 10", "go to drawer 2", "go to sofa 1", "inventory", "look",
+               "examine sofa 1", "take box 3 from sofa 1", "help"]
+
+
+def test_compact_alfworld_names_the_room_once_and_lists_only_local_actions():
+    p = make_prompter("alfworld", PromptSettings(history_length=30, require_think=False, compact=True))
+    p.reset(0, ALF_RESET, {})
+    first = p.user_text(0, ALF_RESET, {"admissible_actions": ALF_ACTIONS})
+    # the receptacles in natural order (drawer 2 before drawer 10), in the task line every prompt opens with
+    assert "Your task is to: put two box in sofa.\nThe room's receptacles: cabinet 1, drawer 2, drawer 10, " \
+           "sofa 1." in first
+    assert "Welcome" not in first                       # the reset text is not repeated
+    assert "Actions here: 'take box 3 from sofa 1'; or go to / examine a receptacle" in first
+    for standing in ("'go to", "'look'", "'inventory'", "'examine", "'help'"):
+        assert standing not in first
+    p.record(0, ALF_RESET, "go to sofa 1")
+    arrived = "You arrive at sofa 1. On the sofa 1, you see a box 3."
+    second = p.user_text(0, arrived, {"admissible_actions": ["go to cabinet 1", "look", "inventory"]})
+    assert second.endswith("Actions: go to / examine a receptacle, look, inventory.\n" + COMPACT)
+    p.record(0, arrived, "take box 3 from sofa 1")
+    third = p.user_text(0, "You pick up the box 3 from the sofa 1.", {"admissible_actions": ALF_ACTIONS})
+    # each prompt extends the one before up to its action list: the carried cache runs only the new line
+    assert third.startswith(second[:second.index("\nActions")])
+
+
+def test_verl_alfworld_prompts_keep_the_full_admissible_list():
+    p = make_prompter("alfworld", PromptSettings(require_think=True))
+    p.reset(0, ALF_RESET, {})
+    text = p.user_text(0, ALF_RESET, {"admissible_actions": ALF_ACTIONS})
+    assert "'go to drawer 10'\n 'go to drawer 2'" in text and "'help'" not in text
+    assert "Welcome to TextWorld" in text

@@ -235,3 +235,24 @@ def test_mixed_task_sampling_tallies_each_rollout_and_a_resume_keeps_the_tally(t
 def test_unknown_task_sampling_is_refused_before_any_rollout(tmp_path):
     with pytest.raises(ValueError, match="task_sampling must be one of uniform | mixed"):
         _trainer(_cfg(tmp_path, task_sampling="hardest"))
+
+
+def test_eval_env_kwargs_reach_only_the_held_out_env_and_evaluation_reports_refused_answers(
+        tmp_path, shared_dir):
+    fixture = {"data_dir": str(shared_dir / "data" / "webshop-fixture"), "verify_hashes": False}
+    cfg = _cfg(tmp_path, env="webshop", eval_env_kwargs=json.dumps(fixture), eval_split="test", eval_tasks=0,
+               eval_batch=5, max_steps=2)
+    tr = Trainer(cfg)
+    assert len(tr.eval_tasks) == 5                  # the fixture's 5 goals ...
+    assert len(tr.train_tasks) > 1000               # ... while training stays on the generated catalogue
+    chunks = tmp_path / "eval.chunks.jsonl"
+    ev = tr.evaluate(chunks)
+    assert ev["eval_n"] == 5 and 0.0 <= ev["eval_score"] <= 1.0
+    # the untrained tiny model writes no admissible action: counted, and shown as text
+    assert ev["eval_inadmissible"] > 0.5
+    sample = tr.eval_episodes["inadmissible_samples"][0]
+    assert set(sample) == {"response", "action"} and isinstance(sample["response"], str)
+    assert tr.eval_episodes["tasks"] == [str(t) for t in tr.eval_tasks]
+    assert tr.evaluate(chunks) == ev                # read back from the kept chunk, not played again
+    with pytest.raises(ValueError, match="eval-env-kwargs must be a JSON object"):
+        Trainer(_cfg(tmp_path / "bad", env="webshop", eval_env_kwargs="[1]"))

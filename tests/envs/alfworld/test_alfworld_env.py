@@ -74,6 +74,41 @@ def test_task_type_filter_and_task_id_option(alfworld_data):
         ALFWorldEnv(data_dir=alfworld_data, task_types=["make_coffee"])
 
 
+def test_real_games_per_task_is_a_fixed_subset_spread_over_each_type(alfworld_data):
+    full = ALFWorldEnv(data_dir=alfworld_data, split="valid_seen").task_ids
+    sub = ALFWorldEnv(data_dir=alfworld_data, split="valid_seen", games_per_task=4).task_ids
+    again = ALFWorldEnv(data_dir=alfworld_data, split="valid_seen", games_per_task=4).task_ids
+    assert sub == again and set(sub) <= set(full)
+
+    def of_type(ids, t):
+        return [x for x in ids if x.split("/")[1].startswith(t)]
+    for t in ("look_at_obj_in_light", "pick_two_obj_and_place"):
+        chosen, every = of_type(sub, t), of_type(full, t)
+        assert len(chosen) == 4
+        assert chosen != every[:4] and chosen[0] == every[0]        # spread, not the alphabetically first
+        assert every.index(chosen[-1]) >= len(every) // 2
+    assert len(ALFWorldEnv(data_dir=alfworld_data, split="valid_seen", games_per_task=100).task_ids) == len(full)
+    with pytest.raises(ValueError, match="games_per_task must be >= 1"):
+        ALFWorldEnv(data_dir=alfworld_data, split="valid_seen", games_per_task=0)
+
+
+def test_a_game_that_fails_to_load_names_its_file_and_the_reason(alfworld_data, tmp_path):
+    import json
+    import shutil
+    from bipace_envs.alfworld.env import GameLoadError
+    trial = sorted((alfworld_data / "json_2.1.1" / "valid_seen").glob("*/*/game.tw-pddl"))[0].parent
+    copy = tmp_path / "json_2.1.1" / "valid_seen" / trial.parent.name / trial.name
+    shutil.copytree(trial, copy)
+    game = json.loads((copy / "game.tw-pddl").read_text())
+    game["pddl_problem"] = game["pddl_problem"][:200] + " (broken"
+    (copy / "game.tw-pddl").write_text(json.dumps(game))
+    env = ALFWorldEnv(data_dir=tmp_path, split="valid_seen")
+    with pytest.raises(GameLoadError, match=r"game\.tw-pddl \(task .*\) failed to load: ParseError"):
+        env.reset(seed=0)
+    with pytest.raises(RuntimeError, match="before reset"):
+        env.step("look")
+
+
 def test_missing_or_empty_data_is_a_clear_error(tmp_path):
     with pytest.raises(FileNotFoundError, match="json_2.1.1"):
         ALFWorldEnv(data_dir=tmp_path / "nowhere")

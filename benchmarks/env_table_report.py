@@ -1,0 +1,172 @@
+"""The report of ``benchmarks/env_table.py``: what a table folder holds, as Markdown, JSON and a figure.
+
+    python -m benchmarks.env_table --out runs/alfworld_table --report
+
+Per held-out set and policy: success with its 95% Wilson interval, WebShop's mean score (95% t interval
+over episodes), the change from the warm start paired episode by episode (the same tasks, env seeds and
+decoding seeds: a difference's interval from the per-episode differences), per task type (ALFWorld), the
+share of answers the env refused, and minutes. Per RL run: training success per iteration (the curve,
+``curves.png``) and its first/last-window means, RL minutes.
+"""
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+
+from benchmarks.stats import t975
+from benchmarks.table_report import curve_ends, curve_window, success_curve
+
+
+def wilson95(k: int, n: int) -> tuple[float, float]:
+    """95% Wilson score interval of k successes in n trials (sound at 0 and n, unlike the normal one)."""
+    if n <= 0:
+        return (0.0, 1.0)
+    z, p = 1.959963984540054, k / n
+    mid = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    return (max(0.0, mid - half), min(1.0, mid + half))
+
+
+def mean_ci95(x) -> tuple[float, float]:
+    """Mean and half-width of its 95% t interval (0 for fewer than 2 values)."""
+    x = np.asarray(x, dtype=np.float64)
+    if len(x) < 2:
+        return float(x.mean()) if len(x) else 0.0, 0.0
+    return float(x.mean()), float(t975(len(x) - 1) * x.std(ddof=1) / math.sqrt(len(x)))
+
+
+def rate(won) -> str:
+    k, n = int(np.sum(won)), len(won)
+    lo, hi = wilson95(k, n)
+    return f"{100 * k / max(n, 1):.1f}% [{100 * lo:.1f}, {100 * hi:.1f}] ({k}/{n})"
+
+
+def paired_change(base: dict, other: dict, key: str = "won") -> tuple[float, float] | None:
+    """Mean per-episode change of ``key`` from ``base`` to ``other`` and its 95% half-width; None when
+    the two did not play the same episodes."""
+    a, b = base["episodes"], other["episodes"]
+    if a.get("tasks") != b.get("tasks"):
+        return None
+    return mean_ci95(np.asarray(b[key], dtype=float) - np.asarray(a[key], dtype=float))
+
+
+def _read(path: Path):
+    return json.loads(path.read_text()) if path.exists() else None
+
+
+def load(out: Path, spec, runs: list) -> dict:
+    """{held-out name: {policy: evaluation}} of what the folder holds, policies in table order."""
+    from benchmarks.env_table import POLICIES_FIRST
+    policies = list(POLICIES_FIRST) + [f"{e}_seed{s}" for e, s in runs]
+    return {h.name: {p: ev for p in policies
+                     if (ev := _read(out / "evals" / f"{p}__{h.name}.json")) is not None}
+            for h in spec.held_out}
+
+
+def run_rows(out: Path, cfg, runs: list, window: int = 2) -> list[dict]:
+    """Per RL run that has a train.csv: curve, first/last-window means, RL minutes, iterations done."""
+    from benchmarks.train_table import rl_seconds
+    rows = []
+    for est, seed in runs:
+        run = out / f"{est}_seed{seed}"
+        if not (run / "train.csv").exists():
+            continue
+        curve = success_curve(run)
+        first, last = (curve_ends(curve, curve_window(len(curve), window)) if len(curve) >= 2
+                       else (np.nan, np.nan))
+        rows.append({"run": run.name, "curve": curve, "first": first, "last": last,
+                     "rl_min": rl_seconds(run) / 60, "iterations": len(curve), "of": cfg.iterations,
+                     "done": (run / "summary.json").exists()})
+    return rows
+
+
+def markdown(out: Path, spec, cfg, runs: list) -> tuple[str, dict]:
+    evals = load(out, spec, runs)
+    lines, data = [], {"held_out": {}, "runs": []}
+    times = _read(out / "times.json") or {}
+    lines.append(f"# {cfg.env} table ({cfg.preset_name or 'custom'}): {out}\n")
+    if "warm_start_s" in times:
+        lines.append(f"Warm start: {times['warm_start_s'] / 60:.1f} min.\n")
+    for name, by_policy in evals.items():
+        if not by_policy:
+            continue
+        base = by_policy.get("warm_start")
+        head = "| policy | success [95% CI] |" + (" mean score [95% CI] |" if spec.report_score else "") + \
+            " change from warm start | refused answers | minutes |"
+        lines += [f"## Held out: {name}\n", head, "|" + "---|" * (head.count("|") - 1)]
+        data["held_out"][name] = {}
+        for policy, ev in by_policy.items():
+            won = ev["episodes"]["won"]
+            change = paired_change(base, ev) if base is not None and policy != "warm_start" else None
+            ch = f"{100 * change[0]:+.1f} pp ± {100 * change[1]:.1f}" if change else "-"
+            row = f"| {policy} | {rate(won)} |"
+            if spec.report_score:
+                m, h = mean_ci95(ev["episodes"]["scores"])
+                row += f" {m:.3f} ± {h:.3f} |"
+            row += f" {ch} | {100 * ev.get('eval_inadmissible', 0):.0f}% | {ev['wall_s'] / 60:.1f} |"
+            lines.append(row)
+            data["held_out"][name][policy] = {"success": float(np.mean(won)), "n": len(won),
+                                              "wilson95": wilson95(int(np.sum(won)), len(won)),
+                                              "score": mean_ci95(ev["episodes"]["scores"]),
+                                              "change_from_warm_start": change, "minutes": ev["wall_s"] / 60}
+        lines.append("")
+        if spec.group_of is not None:
+            lines += group_table(by_policy, spec.group_of)
+    rows = run_rows(out, cfg, runs)
+    if rows:
+        lines += ["## RL runs\n",
+                  "| run | iterations | training success, first -> last iterations | RL minutes |",
+                  "|---|---|---|---|"]
+        for r in rows:
+            state = "" if r["done"] else " (running)"
+            lines.append(f"| {r['run']} | {r['iterations']}/{r['of']}{state} | {100 * r['first']:.0f}% -> "
+                         f"{100 * r['last']:.0f}% | {r['rl_min']:.1f} |")
+        lines.append("")
+        data["runs"] = rows
+    return "\n".join(lines), data
+
+
+def group_table(by_policy: dict, group_of) -> list[str]:
+    """Success per task type (rows) and policy (columns), each with its Wilson interval."""
+    policies = list(by_policy)
+    groups: dict[str, dict[str, list]] = {}
+    for policy, ev in by_policy.items():
+        for task, won in zip(ev["episodes"]["tasks"], ev["episodes"]["won"]):
+            groups.setdefault(group_of(task), {}).setdefault(policy, []).append(won)
+    lines = ["| task type | " + " | ".join(policies) + " |", "|---|" + "---|" * len(policies)]
+    for g in sorted(groups):
+        cells = [rate(groups[g][p]) if p in groups[g] else "-" for p in policies]
+        lines.append(f"| {g} | " + " | ".join(cells) + " |")
+    return lines + [""]
+
+
+def plot(out: Path, cfg, runs: list) -> Path | None:
+    rows = run_rows(out, cfg, runs)
+    if not rows:
+        return None
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, ax = plt.subplots(figsize=(6, 3.6))
+    for r in rows:
+        ax.plot(range(1, len(r["curve"]) + 1), np.asarray(r["curve"]) * 100, marker="o", label=r["run"])
+    ax.set_xlabel("RL iteration")
+    ax.set_ylabel("training success (%)")
+    ax.set_title(f"{cfg.env}: success of each iteration's rollouts")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    path = out / "curves.png"
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
+def write_report(out: Path, spec, cfg, runs: list) -> str:
+    text, data = markdown(out, spec, cfg, runs)
+    (out / "table.md").write_text(text + "\n")
+    (out / "results.json").write_text(json.dumps(data, indent=1, default=float))
+    plot(out, cfg, runs)
+    return text
