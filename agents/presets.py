@@ -154,7 +154,7 @@ def alfworld_table() -> TrainConfig:
         sft_steps=300, sft_lr=1e-3, sft_batch=8,
         iterations=6, batch_tasks=4, group_size=4, temperature=1.0, lr=1e-3, kl_coef=0.0,
         invalid_penalty=0.0, skip_zero_adv=True, mini_batch_rows=64, micro_batch_rows=16,
-        eps=0.002, hidden_layer=-1, eval_before=False, eval_at_end=False, eval_every=0, eval_tasks=0,
+        eps=0.002, hidden_layer=-1, eval_before=False, eval_every=0, eval_tasks=0,
         eval_repeats=1, eval_batch=40, eval_temperature=0.4, checkpoint_every=1, tensorboard=False)
 
 
@@ -178,7 +178,7 @@ def webshop_table() -> TrainConfig:
         sft_steps=300, sft_lr=1e-3, sft_batch=8, sft_episodes=300,
         iterations=8, batch_tasks=8, group_size=4, temperature=1.0, lr=1e-3, kl_coef=0.0,
         invalid_penalty=0.0, skip_zero_adv=True, mini_batch_rows=64, micro_batch_rows=16,
-        eps=0.002, hidden_layer=-1, eval_before=False, eval_at_end=False, eval_every=0, eval_tasks=200,
+        eps=0.002, hidden_layer=-1, eval_before=False, eval_every=0, eval_tasks=200,
         eval_repeats=1, eval_batch=40, eval_temperature=0.4, checkpoint_every=1, tensorboard=False)
 
 

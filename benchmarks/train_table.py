@@ -72,8 +72,8 @@ from benchmarks.table_report import curve_ends, curve_window, fmt, success_curve
 COMMON = ("env", "env_kwargs", "eval_env_kwargs", "train_split", "eval_split", "max_steps", "history_length",
           "require_think", "compact_prompts", "show_admissible", "max_new_tokens", "threads", "lora_rank",
           "lora_alpha", "eval_tasks", "eval_batch", "eval_temperature", "eval_repeats")
-SFT_FIELDS = ("sft_steps", "sft_lr", "sft_batch", "sft_passes", "sft_explore", "sft_rename", "sft_probe",
-              "sft_mode")
+SFT_FIELDS = ("sft_steps", "sft_lr", "sft_batch", "sft_episodes", "sft_passes", "sft_explore", "sft_rename",
+              "sft_probe", "sft_mode")
 
 
 def training_curve(run_dir: Path, iterations: int, window: int) -> tuple[float, float]:

@@ -91,3 +91,33 @@ def test_report_statistics():
     mean, half = paired_change(base, other)
     assert mean == pytest.approx(0.5) and half > 0
     assert paired_change(base, {"episodes": {"tasks": ["x"], "won": [1]}}) is None
+
+
+def test_alfworld_table_trains_on_generated_games_and_scores_real_ones_by_task_type(
+        tmp_path, shared_dir, keep_torch_threads):
+    pytest.importorskip("alfworld")
+    cache = str(tmp_path / "games")        # generated games of this test only, not the user's cache
+    data = str(shared_dir / "data" / "alfworld")
+    kwargs = sets(f'env_kwargs={{"games_per_task": 1, "task_types": [1, 2], "cache_dir": "{cache}"}}',
+                  f'eval_env_kwargs={{"data_dir": "{data}", "games_per_task": 1}}')
+    tiny = [a for a in TINY if a not in ("--screen-tasks", "4")]
+    env_table.main(["--out", str(tmp_path / "t"), "--preset", "alfworld-table", "--screen-repeats", "0",
+                    "--skip-zero-shot"] + tiny + kwargs)
+    text = (tmp_path / "t" / "table.md").read_text()
+    assert "## Held out: valid_seen" in text and "## Held out: valid_unseen" in text
+    assert "| pick_and_place_simple |" in text and "| look_at_obj_in_light |" in text    # one row per type
+    seen = json.loads((tmp_path / "t" / "evals" / "gigpo_seed0__valid_seen.json").read_text())
+    assert all(t.startswith("valid_seen/") for t in seen["episodes"]["tasks"])
+    assert len({env_table.alfworld_task_type(t) for t in seen["episodes"]["tasks"]}) == 2
+    assert (tmp_path / "t" / "gigpo_seed0" / "train.csv").exists()
+
+
+def test_the_warm_start_takes_every_sft_setting_of_the_table(tmp_path, monkeypatch):
+    # sft_episodes was once left out, so the WebShop warm start rendered all 6,718 training goals
+    import agents.sft
+    from agents.presets import get_preset
+    from benchmarks.train_table import build_warm_start
+    seen = {}
+    monkeypatch.setattr(agents.sft, "run_sft", lambda cfg, *a, **k: seen.update(cfg=cfg))
+    build_warm_start(get_preset("webshop-table", ["model=tiny"]), tmp_path / "warm")
+    assert seen["cfg"].sft_episodes == 300 and seen["cfg"].sft_steps == 300

@@ -87,7 +87,8 @@ def test_real_games_per_task_is_a_fixed_subset_spread_over_each_type(alfworld_da
         assert len(chosen) == 4
         assert chosen != every[:4] and chosen[0] == every[0]        # spread, not the alphabetically first
         assert every.index(chosen[-1]) >= len(every) // 2
-    assert len(ALFWorldEnv(data_dir=alfworld_data, split="valid_seen", games_per_task=100).task_ids) == len(full)
+    everything = ALFWorldEnv(data_dir=alfworld_data, split="valid_seen", games_per_task=100).task_ids
+    assert len(everything) == len(full)
     with pytest.raises(ValueError, match="games_per_task must be >= 1"):
         ALFWorldEnv(data_dir=alfworld_data, split="valid_seen", games_per_task=0)
 
