@@ -93,8 +93,8 @@ def test_textcraft_prompt_shows_the_useful_commands_other_envs_the_admissible_on
 
 
 ALF_RESET = ("-= Welcome to TextWorld, ALFRED! =-\n\nYou are in the middle of a room. Looking quickly around "
-             "you, you see a drawer 10, a drawer 2, a cabinet 1, and a sofa 1.\n\nYour task is to: put two box "
-             "in sofa.")
+             "you, you see a drawer 10, a drawer 2, a cabinet 1, and a sofa 1.\n\nYour task is to: put "
+             "two box in sofa.")
 ALF_ACTIONS = ["go to cabinet 1", "go to drawer 10", "go to drawer 2", "go to sofa 1", "inventory", "look",
                "examine sofa 1", "take box 3 from sofa 1", "help"]
 
