@@ -40,10 +40,9 @@ from benchmarks.train_table import build_warm_start, common_settings, rl_seconds
 
 
 def alfworld_task_type(task_id: str) -> str:
-    """``valid_seen/pick_two_obj_and_place-Box-None-CoffeeTable-207/trial_...`` -> ``pick_two_obj_and_place``
-    (generated ids ``gen/train/<type>/00042`` too)."""
-    parts = task_id.split("/")
-    return parts[2] if parts[0] == "gen" else parts[1].split("-")[0]
+    """The ALFWorld task type of a task id (``bipace_envs.alfworld.games.task_type_of``)."""
+    from bipace_envs.alfworld.games import task_type_of
+    return task_type_of(task_id)
 
 
 @dataclass(frozen=True)

@@ -137,6 +137,13 @@ def goal_conditions(facts, params: dict) -> tuple[int, int]:
     return int(bool(in_place)) + int(bool(changed)) + int(bool(in_place & changed)), 3
 
 
+def task_type_of(task_id: str) -> str:
+    """The task type of a task id: real ``valid_seen/pick_two_obj_and_place-Box-.../trial_...`` or
+    generated ``gen/train/pick_two_obj_and_place/00042``."""
+    parts = task_id.split("/")
+    return parts[2] if parts[0] == "gen" else parts[1].split("-")[0]
+
+
 def spread_subset(games: dict[str, str], per_type: int) -> dict[str, str]:
     """A fixed subset of ``games`` (task_id -> file, ids ``<split>/<task type>-.../<trial>``): ``per_type``
     games of each task type, evenly spaced over that type's games in id order (every game of a type that
@@ -146,7 +153,7 @@ def spread_subset(games: dict[str, str], per_type: int) -> dict[str, str]:
         raise ValueError(f"games_per_task must be >= 1, got {per_type}")
     by_type: dict[str, list[str]] = {}
     for task_id in sorted(games):
-        by_type.setdefault(task_id.split("/")[1].split("-")[0], []).append(task_id)
+        by_type.setdefault(task_type_of(task_id), []).append(task_id)
     keep = []
     for ids in by_type.values():
         n = min(per_type, len(ids))
