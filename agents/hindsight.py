@@ -16,8 +16,10 @@ iteration: ``python -m benchmarks.hindsight_cost``.
 """
 from __future__ import annotations
 
+import json
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -51,6 +53,9 @@ class HindsightSettings:
     """Rows of one task run their common prompt prefix once (``agents.prefix``)."""
     success_threshold: float = 0.0
     """A trajectory succeeded when its undiscounted reward exceeds this (the estimators' option)."""
+    save_dir: str = ""
+    """When set, each call appends its scored rows to ``<save_dir>/hindsight.jsonl``, one JSON line a row (the
+    augmented prompt's and the response's token ids and the sum): an audit of what the pass conditioned on."""
 
 
 def generation_tail(tok) -> list[int]:
@@ -115,6 +120,18 @@ def augmented_prompts(ro, tok, s: HindsightSettings,
     return prompts, truncated
 
 
+def save_scored(save_dir: str, prompts: dict, responses, sums: np.ndarray) -> None:
+    """Append row, x~ ids, response ids and hind_logp_sum of every row in ``prompts`` to
+    ``save_dir/hindsight.jsonl`` (``HindsightSettings.save_dir``)."""
+    path = Path(save_dir)
+    path.mkdir(parents=True, exist_ok=True)
+    with open(path / "hindsight.jsonl", "a") as f:
+        for r in sorted(prompts):
+            f.write(json.dumps({"row": int(r), "prompt_ids": [int(t) for t in prompts[r]],
+                                "response_ids": [int(t) for t in responses[r]],
+                                "hind_logp_sum": float(sums[r])}) + "\n")
+
+
 def score_hindsight(model, tok, ro, settings: HindsightSettings | None = None) -> tuple[np.ndarray, dict]:
     """(hind_logp_sum (N,) with NaN on unscored rows, stats) for the rows of rollout ``ro`` (an
     ``agents.rollout.Rollout``: ``batch``, ``prompt_ids``, ``response_ids``, ``prefix_keys``, ``actions``).
@@ -150,6 +167,8 @@ def score_hindsight(model, tok, ro, settings: HindsightSettings | None = None) -
                 tokens += sum(len(p) + len(r) for p, r in zip(p_ids, r_ids))
     finally:
         model.train(was_training)
+    if s.save_dir:
+        save_scored(s.save_dir, prompts, ro.response_ids, out)
     stats = {"hindsight_rows": len(prompts), "hindsight_tokens": tokens, "hindsight_truncated": truncated,
              "hindsight_s": time.perf_counter() - t0}
     return out, stats

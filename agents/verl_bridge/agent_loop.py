@@ -119,7 +119,8 @@ class BipaceEnvAgentLoop(AgentLoopBase):
                 key = action_key(response_text=text, response_ids=resp, kind=self.key_kind,
                                  projected_action=action)
                 fields = server_fields(out, kwargs.get("global_steps"))
-                fields.update(step_fields(group, traj, t, reward, valid, info.get("anchor", obs), key))
+                anchor = info.get("anchor", obs)
+                fields.update(step_fields(group, traj, t, reward, valid, anchor, key, action))
                 fields.update(turn_scores=[], tool_rewards=[])     # the keys verl's own loops always set
                 logp = list(out.log_probs)[:len(resp)] if out.log_probs else None
                 outputs.append(AgentLoopOutput(

@@ -13,8 +13,11 @@ and data-parallel dispatch. Their sums (NaN on rows not scored) become ``StepBat
 
 Options: ``+bipace.hindsight={score_failures: true, max_prompt_tokens: 4096}`` (fields of
 ``agents.hindsight.HindsightSettings``; the temperature defaults to the rollout's, the success threshold to
-the estimator's). Not here: ``include_future_actions`` (the step samples carry no projected actions) and
-prefix sharing (verl's forward runs every sample whole).
+the estimator's). ``include_future_actions`` reads the projected actions the agent loop stores in each step
+sample (``steps.ACTION_KEY``); ``save_dir`` writes what was scored. Not here: prefix sharing, since verl's
+``compute_log_prob`` runs every sample whole (with ``use_remove_padding`` it packs them, so no padding is
+run, but rows of one task still run their common prefix once each); ``micro_batch_rows`` is verl's
+``log_prob_micro_batch_size_per_gpu``.
 """
 from __future__ import annotations
 
@@ -28,8 +31,8 @@ import transfer_queue as tq
 from omegaconf import OmegaConf
 from verl.utils.tensordict_utils import list_of_dict_to_tensordict
 
-from agents.hindsight import HindsightSettings, augmented_prompts
-from agents.verl_bridge.steps import OBS_KEY, step_batch
+from agents.hindsight import HindsightSettings, augmented_prompts, save_scored
+from agents.verl_bridge.steps import ACTION_KEY, OBS_KEY, step_batch
 
 PARTITION = "bipace_hindsight"
 
@@ -43,9 +46,12 @@ def hindsight_settings(config, estimator_options: dict) -> HindsightSettings:
     unknown = sorted(set(opts) - known)
     if unknown:
         raise ValueError(f"bipace.hindsight has unknown keys {unknown}; known: {sorted(known)}")
-    if opts.get("include_future_actions"):
-        raise ValueError("bipace.hindsight.include_future_actions is not supported under verl: the step "
-                         "samples do not carry the later steps' projected actions")
+    ignored = {"share_prefix": "verl's forward runs each sample whole",
+               "micro_batch_rows": "set actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu"}
+    here = sorted(set(opts) & set(ignored))
+    if here:
+        raise ValueError(f"bipace.hindsight.{here[0]} does not apply under verl ({ignored[here[0]]}); "
+                         "remove it")
     opts.setdefault("temperature", float(config.actor_rollout_ref.rollout.temperature))
     opts.setdefault("success_threshold", float(estimator_options.get("success_threshold", 0.0)))
     return HindsightSettings(**opts)
@@ -63,12 +69,20 @@ def hindsight_prompts(rows: list[dict], prompts: list[torch.Tensor], tok, s: Hin
     if missing:
         raise ValueError(f"step samples {missing[:10]} carry no {OBS_KEY!r} (the final observation of the "
                          "hindsight block): they come from an older bipace_env agent loop; roll out again")
+    actions = None
+    if s.include_future_actions:
+        missing = [i for i, r in enumerate(rows) if ACTION_KEY not in r]
+        if missing:
+            raise ValueError(f"include_future_actions: step samples {missing[:10]} carry no {ACTION_KEY!r} "
+                             "(the projected action): they come from an older bipace_env agent loop; "
+                             "roll out again or leave include_future_actions off")
+        actions = [str(r[ACTION_KEY]) for r in rows]
     batch = step_batch(rows)
     texts = np.empty(len(rows), dtype=object)
     texts[:] = [str(r[OBS_KEY]) for r in rows]
     from estimators.returns import trajectory_outcome
     success, _ = trajectory_outcome(batch, s.success_threshold, None)
-    ro = types.SimpleNamespace(batch=batch.with_fields(anchor=texts), prompt_ids=prompts, actions=None)
+    ro = types.SimpleNamespace(batch=batch.with_fields(anchor=texts), prompt_ids=prompts, actions=actions)
     return augmented_prompts(ro, tok, s, success)
 
 
@@ -129,5 +143,7 @@ def actor_hindsight_sums(actor_wg, batch, rows: list[dict], padding: np.ndarray,
             r = tag["response_len"]
             out[i] = float(lp[tag["seq_len"] - r - 1:tag["seq_len"] - 1].double().sum())
         stats["bipace/hindsight_tokens"] = int(sum(t["seq_len"] for t in tags[:len(scored)]))
+    if s.save_dir:
+        save_scored(s.save_dir, x_tilde, responses, out)
     stats["bipace/hindsight_s"] = time.perf_counter() - t0
     return out, stats

@@ -34,6 +34,8 @@ EMBEDDING_KEY = "bipace_embedding"    # (N, d) float32, from the old-log-prob fo
 # the anchor's text, clipped: the hindsight block's final observation (HCAPO/RELACE, hindsight.py) is the
 # text of a trajectory's last step, which the anchor hash cannot give back
 OBS_KEY, OBS_CHARS = "bipace_obs", 300      # 300 = agents.hindsight.HindsightSettings.final_obs_chars
+# the projected action the env ran: the hindsight block's "Then: a_{t+1}; ..." (include_future_actions)
+ACTION_KEY = "bipace_action"
 
 
 def anchor_hash(anchor: Any) -> str:
@@ -42,11 +44,12 @@ def anchor_hash(anchor: Any) -> str:
     return hashlib.sha1(repr(to_hashable(anchor)).encode()).hexdigest()[:20]
 
 
-def step_fields(group, traj, step: int, reward: float, valid: bool, anchor, action_key) -> dict:
-    """The ``extra_fields`` entries of one step sample."""
+def step_fields(group, traj, step: int, reward: float, valid: bool, anchor, action_key,
+                action: str = "") -> dict:
+    """The ``extra_fields`` entries of one step sample (``action``: the projected action the env ran)."""
     return {"bipace_group": str(group), "bipace_traj": str(traj), "bipace_step": int(step),
             "bipace_reward": float(reward), "bipace_valid": bool(valid), "bipace_anchor": anchor_hash(anchor),
-            "bipace_action_key": str(action_key), OBS_KEY: str(anchor)[:OBS_CHARS]}
+            "bipace_action_key": str(action_key), OBS_KEY: str(anchor)[:OBS_CHARS], ACTION_KEY: str(action)}
 
 
 def rows_from_non_tensor(non_tensor_batch: dict) -> list[dict]:

@@ -1,4 +1,6 @@
 """The hindsight scoring pass (agents.hindsight) and HCAPO/RELACE in the trainer, on the tiny model."""
+import json
+
 import numpy as np
 import pytest
 import torch
@@ -52,9 +54,15 @@ def test_pass_fills_successful_rows_only_and_is_batching_invariant(tmp_path):
     nonempty = won & (np.array([len(r) for r in ro.response_ids]) > 0)
     assert np.all(sums[nonempty] < 0)
     # one row per forward, and without the shared prefix: the same numbers (padding and caching only)
-    one_by_one = HindsightSettings(micro_batch_rows=1, share_prefix=False)
+    one_by_one = HindsightSettings(micro_batch_rows=1, share_prefix=False, save_dir=str(tmp_path / "audit"))
     alone, _ = score_hindsight(tr.model, tr.tok, ro, one_by_one)
     np.testing.assert_allclose(alone[won], sums[won], rtol=1e-4, atol=1e-4)
+    # the audit file holds what was scored: the won rows, their x~ (the rollout prompt plus the block) and y
+    saved = [json.loads(line) for line in (tmp_path / "audit" / "hindsight.jsonl").read_text().splitlines()]
+    assert [r["row"] for r in saved] == np.flatnonzero(won).tolist()
+    for r in saved:
+        assert r["response_ids"] == ro.response_ids[r["row"]].tolist()
+        assert "SUCCESSFULLY" in tr.tok.decode(r["prompt_ids"]) and r["hind_logp_sum"] == alone[r["row"]]
     # the block changes the conditioning, so the sums differ from the rollout policy's own
     from agents.ppo import row_logp_sums
     old = row_logp_sums(ro.response_ids, tr._old_logprobs(ro))["old_logp_sum"]

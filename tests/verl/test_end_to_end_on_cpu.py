@@ -166,8 +166,13 @@ def test_two_steps_and_a_validation_through_verls_entry_point(tmp_path):
 
 def test_hcapo_runs_the_hindsight_pass_through_the_actor_in_verls_advantage_step(tmp_path):
     # every row scored (score_failures): the depth-1 tasks are not always won by the tiny policy, and a
-    # failed row's sum under the failure block goes through the same worker call as a won row's
-    log = run_main(tmp_path, "+bipace.hindsight={score_failures: true}",
+    # failed row's sum under the failure block goes through the same worker call as a won row's. The actor
+    # runs in float32 here, so its sums can be checked against a direct forward of the same weights.
+    audit = tmp_path / "hindsight"
+    log = run_main(tmp_path, "+bipace.hindsight={score_failures: true, include_future_actions: true, "
+                   f"save_dir: '{audit}'}}",
+                   "+actor_rollout_ref.actor.fsdp_config.mixed_precision="
+                   "{param_dtype: fp32, reduce_dtype: fp32, buffer_dtype: fp32}",
                    estimator="hcapo", steps=1)
     m = metrics_of(log)[1]
     real = m["bipace/hindsight_rows"]
@@ -176,4 +181,26 @@ def test_hcapo_runs_the_hindsight_pass_through_the_actor_in_verls_advantage_step
     assert (real + m["bipace/padding_samples"]) % 4 == 0    # all real samples scored: no padding copy
     assert m["bipace/hindsight_sum_mean"] < 0               # summed log-probs of real tokens
     assert "actor/pg_loss" in m
-    print("hindsight summary:", json.dumps({k: v for k, v in m.items() if "hindsight" in k}))
+    # what verl's actor scored, against our own teacher-forced forward of the same (pre-update) weights on
+    # the same x~ and y at the rollout temperature (1.0): the numbers HCAPO reads are the model's
+    import numpy as np
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from agents.ppo import response_logprobs
+    saved = [json.loads(line) for line in (audit / "hindsight.jsonl").read_text().splitlines()]
+    assert len(saved) == real
+    tok = AutoTokenizer.from_pretrained(tmp_path / "policy")
+    model = AutoModelForCausalLM.from_pretrained(tmp_path / "policy", dtype=torch.float32,
+                                                 attn_implementation="sdpa").eval()
+    texts = [tok.decode(r["prompt_ids"]) for r in saved]
+    assert any("Then: " in t for t in texts)                # include_future_actions: later actions listed
+    with torch.no_grad():
+        logp, _, mask = response_logprobs(model, [torch.tensor(r["prompt_ids"]) for r in saved],
+                                          [torch.tensor(r["response_ids"]) for r in saved], tok.pad_token_id,
+                                          1.0, with_entropy=False)
+    direct = (logp.double() * mask).sum(-1).numpy()
+    got = np.array([r["hind_logp_sum"] for r in saved])
+    np.testing.assert_allclose(got, direct, rtol=1e-4, atol=1e-4)
+    print("hindsight summary:", json.dumps({k: v for k, v in m.items() if "hindsight" in k}),
+          "max |verl - direct|:", float(np.abs(got - direct).max()))
