@@ -571,8 +571,12 @@ class Trainer:
         summary["wall_s"] = time.perf_counter() - t_start
         if tb:
             tb.close()
+        self.close()
+        (self.out / "summary.json").write_text(json.dumps(summary, indent=1))
+        return summary
+
+    def close(self) -> None:
+        """Stop the env workers (vectorised envs, Ray actors) this trainer started."""
         for col in self._collectors.values():
             col.close()
         self._collectors.clear()
-        (self.out / "summary.json").write_text(json.dumps(summary, indent=1))
-        return summary

@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from benchmarks.train_table import build_warm_start, common_settings, rl_seconds
+from benchmarks.train_table import build_warm_start, common_settings, evaluate_once, rl_seconds
 
 
 def alfworld_task_type(task_id: str) -> str:
@@ -122,26 +122,8 @@ def eval_fields(cfg, held: HeldOut | None) -> dict:
 
 def evaluate_policy(path: Path, model: str, fields: dict, run_dir: Path | None = None) -> dict:
     """Scores of ``model`` (with ``run_dir``'s final LoRA adapter when given) under ``fields``, played once
-    and kept in ``path``; finished chunks of episodes wait in ``<stem>.chunks.jsonl`` until the whole
-    evaluation is done, so a stopped one continues."""
-    if path.exists():
-        return json.loads(path.read_text())
-    from agents.config import TrainConfig
-    from agents.runs import load_run_adapter
-    from agents.trainer import Trainer
-    path.parent.mkdir(parents=True, exist_ok=True)
-    chunks = path.with_name(path.stem + ".chunks.jsonl")
-    tr = Trainer(TrainConfig(model=model, out_dir=str(path.parent / "scratch"), tensorboard=False, **fields))
-    if run_dir is not None:
-        load_run_adapter(tr.model, run_dir)
-    ev = tr.evaluate(chunks)
-    wall = sum(json.loads(line)["s"] for line in chunks.read_text().splitlines()) if chunks.exists() else 0.0
-    result = {**ev, "wall_s": wall, "by_task": tr.eval_by_task, "episodes": tr.eval_episodes}
-    path.write_text(json.dumps(result))
-    chunks.unlink(missing_ok=True)
-    for col in tr._collectors.values():
-        col.close()
-    return result
+    and kept in ``path`` (``train_table.evaluate_once``: a stopped evaluation continues from its chunks)."""
+    return evaluate_once(path, model, path.parent / "scratch", fields, run_dir)
 
 
 def score_policy(out: Path, spec: TableSpec, cfg, policy: str, model: str, run_dir: Path | None = None):

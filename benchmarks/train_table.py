@@ -93,20 +93,29 @@ def common_settings(cfg) -> dict:
     return {k: getattr(cfg, k) for k in COMMON} | {"progress": False}
 
 
-def evaluate_once(path: Path, model: str, out_dir: Path, cfg: dict) -> dict:
-    """``Trainer.evaluate`` of ``model`` with ``cfg``, run once and kept in ``path`` with its per-goal wins
-    and its time (``wall_s``: the chunks' seconds, model loading left out). Finished chunks of episodes are
-    kept in ``<path stem>.chunks.jsonl`` until the whole evaluation is done, so one that a session stops
-    (zero-shot's takes over an hour here) continues where it stopped; a rerun of the table reads it back."""
+def evaluate_once(path: Path, model: str, out_dir: Path, cfg: dict, run_dir: Path | None = None) -> dict:
+    """``Trainer.evaluate`` of ``model`` (with ``run_dir``'s final LoRA adapter when given) under ``cfg``, run
+    once and kept in ``path`` with its per-goal wins, its episodes and its time (``wall_s``: the chunks'
+    seconds, model loading left out). Finished chunks of episodes are kept in ``<path stem>.chunks.jsonl``
+    until the whole evaluation is done, so one that a session stops (zero-shot's takes over an hour here)
+    continues where it stopped; a rerun of the table reads it back."""
     if not path.exists():
         from agents.config import TrainConfig
+        from agents.runs import load_run_adapter
         from agents.trainer import Trainer
+        path.parent.mkdir(parents=True, exist_ok=True)
         chunks = path.with_name(path.stem + ".chunks.jsonl")
         tr = Trainer(TrainConfig(model=model, out_dir=str(out_dir), tensorboard=False, **cfg))
-        ev = tr.evaluate(chunks)
+        try:
+            if run_dir is not None:
+                load_run_adapter(tr.model, run_dir)
+            ev = tr.evaluate(chunks)
+        finally:
+            tr.close()
         played = chunks.read_text().splitlines() if chunks.exists() else []
         wall = sum(json.loads(line)["s"] for line in played)
-        path.write_text(json.dumps({**ev, "wall_s": wall, "by_task": tr.eval_by_task}))
+        path.write_text(json.dumps({**ev, "wall_s": wall, "by_task": tr.eval_by_task,
+                                    "episodes": tr.eval_episodes}))
         chunks.unlink(missing_ok=True)
     return json.loads(path.read_text())
 
