@@ -61,13 +61,15 @@ class TableSpec:
     group_of: Callable[[str], str] | None = None     # task id -> group label (None: no per-group table)
     report_score: bool = False                       # report the mean final score too (WebShop)
     screen_tasks: int = 0                            # the screen plays the first N training tasks (0 = all)
+    pool_held_out: bool = False                      # also report every held-out set's episodes together
 
 
 # the fixture's real products (raw schema, 3 products, 5 goals): not the reference files, so no hash check
 WEBSHOP_FIXTURE_KWARGS = {"data_dir": "../shared/data/webshop-fixture", "verify_hashes": False}
 TABLES: dict[str, TableSpec] = {
     "alfworld-table": TableSpec((HeldOut("valid_seen", "valid_seen"),
-                                 HeldOut("valid_unseen", "valid_unseen")), group_of=alfworld_task_type),
+                                 HeldOut("valid_unseen", "valid_unseen")), group_of=alfworld_task_type,
+                                pool_held_out=True),
     "webshop-table": TableSpec((HeldOut("test", "test"),
                                 HeldOut("fixture", "test", WEBSHOP_FIXTURE_KWARGS, repeats=8)),
                                report_score=True, screen_tasks=160),

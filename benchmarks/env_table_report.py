@@ -2,10 +2,11 @@
 
     python -m benchmarks.env_table --out runs/alfworld_table --report
 
-Per held-out set and policy: success with its 95% Wilson interval, WebShop's mean score (95% t interval
-over episodes), the change from the warm start paired episode by episode (the same tasks, env seeds and
-decoding seeds: a difference's interval from the per-episode differences), per task type (ALFWorld), the
-share of answers the env refused, and minutes. Per RL run: training success per iteration (the curve,
+Per held-out set and policy (and over all sets pooled, for ALFWorld's two game sets): success with its 95%
+Wilson interval, WebShop's mean score (95% t interval over episodes), the paired change episode by episode
+(the same tasks, env seeds and decoding seeds: a difference's interval from the per-episode differences) of
+the warm start from zero-shot and of each RL run from the warm start, per task type (ALFWorld), the share
+of answers the env refused, and minutes. Per RL run: training success per iteration (the curve,
 ``curves.png``) and its first/last-window means, RL minutes.
 """
 from __future__ import annotations
@@ -83,6 +84,35 @@ def run_rows(out: Path, cfg, runs: list, window: int = 2) -> list[dict]:
     return rows
 
 
+def pooled(evals: dict) -> dict:
+    """{policy: evaluation} over every held-out set, for the policies scored on all of them: episodes
+    concatenated in set order (task ids prefixed by the set, so pairing stays episode by episode)."""
+    sets = [by_policy for by_policy in evals.values()]
+    if len(sets) < 2:
+        return {}
+    out = {}
+    for policy in sets[0]:
+        if not all(policy in s for s in sets):
+            continue
+        evs = [(name, by_policy[policy]) for name, by_policy in evals.items()]
+        n = [len(ev["episodes"]["won"]) for _, ev in evs]
+        out[policy] = {
+            "episodes": {"tasks": [f"{name}/{t}" for name, ev in evs for t in ev["episodes"]["tasks"]],
+                         "won": [w for _, ev in evs for w in ev["episodes"]["won"]],
+                         "scores": [x for _, ev in evs for x in ev["episodes"]["scores"]]},
+            "eval_inadmissible": float(np.average([ev.get("eval_inadmissible", 0) for _, ev in evs],
+                                                  weights=n)),
+            "wall_s": sum(ev["wall_s"] for _, ev in evs)}
+    return out
+
+
+def paired_base(by_policy: dict, policy: str) -> tuple[str, dict] | tuple[None, None]:
+    """Whom a policy's row is paired with: the warm start's with zero-shot's (did SFT help?), an RL run's
+    with the warm start's (did RL help?)."""
+    base = "zero_shot" if policy == "warm_start" else None if policy == "zero_shot" else "warm_start"
+    return (base, by_policy[base]) if base in by_policy else (None, None)
+
+
 def markdown(out: Path, spec, cfg, runs: list) -> tuple[str, dict]:
     evals = load(out, spec, runs)
     lines, data = [], {"held_out": {}, "runs": []}
@@ -90,18 +120,25 @@ def markdown(out: Path, spec, cfg, runs: list) -> tuple[str, dict]:
     lines.append(f"# {cfg.env} table ({cfg.preset_name or 'custom'}): {out}\n")
     if "warm_start_s" in times:
         lines.append(f"Warm start: {times['warm_start_s'] / 60:.1f} min.\n")
-    for name, by_policy in evals.items():
+    lines.append("Paired change: the same episodes (tasks, env seeds, decoding seeds) played by both "
+                 "policies; mean per-episode difference ± its 95% half-width. The warm start is paired with "
+                 "zero-shot, each RL run with the warm start.\n")
+    sections = list(evals.items())
+    if spec.pool_held_out and (every := pooled(evals)):
+        sections.append(("all held-out sets", every))
+    for name, by_policy in sections:
         if not by_policy:
             continue
-        base = by_policy.get("warm_start")
         head = "| policy | success [95% CI] |" + (" mean score [95% CI] |" if spec.report_score else "") + \
-            " change from warm start | refused answers | minutes |"
+            " paired change | refused answers | minutes |"
         lines += [f"## Held out: {name}\n", head, "|" + "---|" * (head.count("|") - 1)]
         data["held_out"][name] = {}
         for policy, ev in by_policy.items():
             won = ev["episodes"]["won"]
-            change = paired_change(base, ev) if base is not None and policy != "warm_start" else None
-            ch = f"{100 * change[0]:+.1f} pp ± {100 * change[1]:.1f}" if change else "-"
+            base_name, base = paired_base(by_policy, policy)
+            change = paired_change(base, ev) if base is not None else None
+            ch = (f"{100 * change[0]:+.1f} pp ± {100 * change[1]:.1f} vs {base_name.replace('_', ' ')}"
+                  if change else "-")
             row = f"| {policy} | {rate(won)} |"
             if spec.report_score:
                 m, h = mean_ci95(ev["episodes"]["scores"])
@@ -111,9 +148,10 @@ def markdown(out: Path, spec, cfg, runs: list) -> tuple[str, dict]:
             data["held_out"][name][policy] = {"success": float(np.mean(won)), "n": len(won),
                                               "wilson95": wilson95(int(np.sum(won)), len(won)),
                                               "score": mean_ci95(ev["episodes"]["scores"]),
-                                              "change_from_warm_start": change, "minutes": ev["wall_s"] / 60}
+                                              "paired_change": change, "paired_with": base_name,
+                                              "minutes": ev["wall_s"] / 60}
         lines.append("")
-        if spec.group_of is not None:
+        if spec.group_of is not None and name in evals:
             lines += group_table(by_policy, spec.group_of)
     rows = run_rows(out, cfg, runs)
     if rows:

@@ -93,6 +93,36 @@ def test_report_statistics():
     assert paired_change(base, {"episodes": {"tasks": ["x"], "won": [1]}}) is None
 
 
+def test_report_pairs_the_warm_start_with_zero_shot_and_pools_alfworlds_two_sets(tmp_path):
+    from agents.presets import get_preset
+    from benchmarks.env_table_report import markdown
+
+    def write(policy, held, won):
+        tasks = [f"{held}/pick_and_place_simple-{k}/trial" for k in range(len(won))]
+        ev = {"episodes": {"tasks": tasks, "won": won, "scores": [float(w) for w in won]},
+              "eval_success": sum(won) / len(won), "eval_inadmissible": 0.1, "wall_s": 60.0}
+        (tmp_path / "evals").mkdir(exist_ok=True)
+        (tmp_path / "evals" / f"{policy}__{held}.json").write_text(json.dumps(ev))
+
+    write("zero_shot", "valid_seen", [0] * 6)
+    write("zero_shot", "valid_unseen", [0] * 6)
+    write("warm_start", "valid_seen", [1, 1, 0, 0, 0, 0])
+    write("warm_start", "valid_unseen", [1, 0, 0, 0, 0, 0])
+    write("gigpo_seed0", "valid_seen", [1, 1, 1, 0, 0, 0])      # not scored on valid_unseen yet
+    text, data = markdown(tmp_path, env_table.TABLES["alfworld-table"], get_preset("alfworld-table"),
+                          [("gigpo", 0)])
+    pooled = data["held_out"]["all held-out sets"]
+    assert pooled["warm_start"]["n"] == 12 and pooled["warm_start"]["success"] == pytest.approx(3 / 12)
+    assert "gigpo_seed0" not in pooled                         # only policies scored on every set
+    assert pooled["warm_start"]["paired_with"] == "zero_shot"
+    assert pooled["warm_start"]["paired_change"][0] == pytest.approx(3 / 12)
+    seen = data["held_out"]["valid_seen"]
+    assert seen["gigpo_seed0"]["paired_with"] == "warm_start"
+    assert seen["gigpo_seed0"]["paired_change"][0] == pytest.approx(1 / 6)
+    assert seen["zero_shot"]["paired_change"] is None
+    assert "## Held out: all held-out sets" in text and "vs zero shot" in text and "vs warm start" in text
+
+
 def test_alfworld_table_trains_on_generated_games_and_scores_real_ones_by_task_type(
         tmp_path, shared_dir, keep_torch_threads):
     pytest.importorskip("alfworld")
