@@ -52,6 +52,8 @@ class TrainConfig:
                                "'{\"data_dir\": \"../shared/data/alfworld\"}'")
     max_steps: int = opt(0, "env steps per episode (0 = the env's paper default)")
     history_length: int = opt(2, "last h observation/action pairs in the prompt")
+    history_chars: int = opt(0, "past observations in the prompt's history clipped to this many characters "
+                                "(0 = whole; the current observation is always whole)")
     require_think: str = opt("auto", "answers need <think></think> to be valid: yes | no | auto (no for the "
                                      "small presets)")
     show_admissible: bool = opt(True, "list the admissible actions in the prompt")
@@ -208,6 +210,14 @@ class TrainConfig:
     def compact(self) -> bool:
         return self._yes("compact_prompts", auto=self.small_model())
 
+    def prompt_settings(self):
+        """How this run renders prompts (rollouts, evaluation and the warm start's expert data alike), from
+        ``PROMPT_FIELDS`` (and the model, for the "auto" values)."""
+        from agents.prompts import PromptSettings
+        return PromptSettings(history_length=self.history_length, require_think=self.think_required(),
+                              show_admissible=self.show_admissible, compact=self.compact(),
+                              history_chars=self.history_chars)
+
     def episode_minibatches(self) -> bool:
         if self.minibatch_unit not in ("row", "episode", "auto"):
             raise ValueError(f"minibatch_unit must be row | episode | auto, got {self.minibatch_unit!r}")
@@ -276,3 +286,8 @@ def parse_config(argv=None) -> TrainConfig:
     parser = build_parser(description="Train a LoRA LLM agent with RL and any registered estimator.")
     args = parser.parse_args(argv)
     return TrainConfig(**vars(args))
+
+
+PROMPT_FIELDS = ("history_length", "history_chars", "require_think", "compact_prompts", "show_admissible")
+"""The TrainConfig fields ``TrainConfig.prompt_settings`` reads: a run that plays another run's policy (an
+evaluation, a warm start's expert data) must copy every one of them."""

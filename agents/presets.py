@@ -166,17 +166,20 @@ def webshop_table() -> TrainConfig:
     it searches the instruction text and buys the first listed product that scores 1.0; the goal-product
     oracle searched product titles on half the goals), RL on the training goals the warm start won in a
     screen of 160, scored on the first 200 test goals and on the fixture's real products (5 goals x 8
-    episodes). A 10-step horizon (the oracle needs at most 9, typically 5); the last 3 steps in the prompt
-    (what a typical oracle episode has clicked by its buy step: product, then its options; the oracle's
-    prompts are then at most 1,465 SmolLM2 tokens, median 657, against 2,247 and 726 with the whole
-    10-step history, whose longest SFT batches took over 22 s a step and 17 GB); 48 answer tokens (search
-    queries are instruction text). RL as alfworld-table:
+    episodes). A 10-step horizon (the oracle needs at most 9, typically 5) and the whole episode in the
+    prompt, each past page clipped to 120 characters (``history_chars``; the current page whole): result
+    pages are most of a prompt's tokens, and a clipped line never changes, so an episode's later prompts
+    extend its earlier ones (carried caches, shared spines in the SFT). On the oracle's 508 steps of 100
+    training goals that is 444 SmolLM2 tokens a prompt on average (max 896), against 783 (max 2,383) with
+    whole pages, whose SFT took 22+ s a step and 17 GB, or 637 with the last 3 steps whole. 48 answer
+    tokens (search queries are instruction text). RL as alfworld-table:
     8 goals x G=4, top 15 blocks, lr 1e-3, no KL, no format penalty. Runs: docs/experiments.md.
     """
     return TrainConfig(
         env="webshop", model="smollm2-135m", env_kwargs="{}", eval_env_kwargs="{}",
         train_split="train", eval_split="test",
-        max_steps=10, history_length=3, require_think="no", compact_prompts="yes", show_admissible=True,
+        max_steps=10, history_length=10, history_chars=120, require_think="no", compact_prompts="yes",
+        show_admissible=True,
         max_new_tokens=48, threads=2, lora_rank=16, lora_alpha=32, lora_layers=15,
         sft_steps=300, sft_lr=1e-3, sft_batch=8, sft_episodes=300,
         iterations=8, batch_tasks=8, group_size=4, temperature=1.0, lr=1e-3, kl_coef=0.0,

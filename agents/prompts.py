@@ -35,6 +35,13 @@ class PromptSettings:
     max_prompt_chars: int = 13000    # above this, fall back to the no-history template (WebShop rule)
     compact: bool = False            # tiny models: one-line instruction; TextCraft's task is only the goal
     #                                  line when the admissible list (holding every recipe line) is shown
+    history_chars: int = 0           # past observations in the history clipped to this many characters
+    #                                  (0 = whole): WebShop's result pages are most of a prompt's tokens
+
+    def __post_init__(self):
+        if self.history_length < 0 or self.history_chars < 0:
+            raise ValueError(f"history_length and history_chars must be >= 0; got {self.history_length}, "
+                             f"{self.history_chars}")
 
 
 class Prompter:
@@ -77,8 +84,12 @@ class Prompter:
         self.memory[i] = []
 
     def record(self, i: int, obs: str, action: str) -> None:
-        """Store the observation the action was taken on and the (projected) action."""
-        self.memory[i].append((self.memory_obs(obs), action))
+        """Store the observation the action was taken on (clipped to ``history_chars``) and the (projected)
+        action."""
+        shown, n = self.memory_obs(obs), self.s.history_chars
+        if n and len(shown) > n:
+            shown = shown[:n].rstrip() + " ..."
+        self.memory[i].append((shown, action))
 
     def history(self, i: int) -> str:
         mem = self.memory[i]

@@ -36,7 +36,7 @@ from agents.dynamic_sampling import dynamic_sample
 from agents.eval_chunks import kept_chunks
 from agents.gpu_memory import PhaseMemory, prefer_expandable_segments, progress_text
 from agents.ppo import agg_loss, check_loss_options, ppo_terms, response_logprobs, row_logp_sums
-from agents.prompts import PromptSettings, make_prompter
+from agents.prompts import make_prompter
 from agents.rollout import RolloutCollector, RolloutSettings
 from agents.task_sampling import TASK_SAMPLERS, TaskTally, pick_tasks
 
@@ -133,10 +133,7 @@ class Trainer:
         cfg.episode_minibatches()      # raises on an unknown --minibatch-unit
         print(f"{cfg.estimator}: advantage normalisation {self.mode}"
               + (" (the estimator's default)" if cfg.mode is None else " (--mode)"))
-        self.prompt_settings = PromptSettings(history_length=cfg.history_length,
-                                              require_think=cfg.think_required(),
-                                              show_admissible=cfg.show_admissible,
-                                              compact=cfg.compact())
+        self.prompt_settings = cfg.prompt_settings()
         self.out.mkdir(parents=True, exist_ok=True)
         prefer_expandable_segments()
         if model is None:

@@ -64,14 +64,15 @@ import os
 import time
 from pathlib import Path
 
+from agents.config import PROMPT_FIELDS
 from benchmarks import table_settings
 from benchmarks.table_report import curve_ends, curve_window, fmt, success_curve, write_report
 
 # TrainConfig fields every evaluation and the warm start take from the table's config; the rest stay at
 # TrainConfig's defaults there (the warm start adapts every block whatever RL's lora_layers)
-COMMON = ("env", "env_kwargs", "eval_env_kwargs", "train_split", "eval_split", "max_steps", "history_length",
-          "require_think", "compact_prompts", "show_admissible", "max_new_tokens", "threads", "lora_rank",
-          "lora_alpha", "eval_tasks", "eval_batch", "eval_temperature", "eval_repeats")
+COMMON = ("env", "env_kwargs", "eval_env_kwargs", "train_split", "eval_split", "max_steps", *PROMPT_FIELDS,
+          "max_new_tokens", "threads", "lora_rank", "lora_alpha", "eval_tasks", "eval_batch",
+          "eval_temperature", "eval_repeats")
 SFT_FIELDS = ("sft_steps", "sft_lr", "sft_batch", "sft_episodes", "sft_passes", "sft_explore", "sft_rename",
               "sft_probe", "sft_mode")
 
@@ -172,7 +173,6 @@ def build_warm_start(cfg, warm: Path, seed: int = 0) -> float:
     ``benchmarks.advantage_accuracy`` builds its default policy with this too."""
     from agents.config import TrainConfig
     from agents.envs import get_env_spec, split_env_factory
-    from agents.prompts import PromptSettings
     from agents.sft import run_sft
     t0, spec = time.perf_counter(), get_env_spec(cfg.env)
     scfg = TrainConfig(model=cfg.model, seed=seed, out_dir=str(warm.parent), **common_settings(cfg),
@@ -183,8 +183,7 @@ def build_warm_start(cfg, warm: Path, seed: int = 0) -> float:
     tasks = list_split(spec, make_env, cfg.train_split)
     held_out = list_split(spec, make_eval_env, cfg.eval_split)
     run_sft(scfg, spec, make_env, tasks, warm,
-            PromptSettings(history_length=cfg.history_length, require_think=cfg.think_required(),
-                           compact=cfg.compact(), show_admissible=cfg.show_admissible),
+            cfg.prompt_settings(),
             held_out=held_out, make_eval_env=make_eval_env)
     return time.perf_counter() - t0
 

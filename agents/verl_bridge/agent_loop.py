@@ -76,12 +76,13 @@ def task_of(kwargs: dict) -> dict:
 class BipaceEnvAgentLoop(AgentLoopBase):
     """One env episode per ``run``; options come from the agent loop config entry (see config/)."""
 
-    def __init__(self, *args, max_steps: int | None = None, history_length: int = 2,
+    def __init__(self, *args, max_steps: int | None = None, history_length: int = 2, history_chars: int = 0,
                  require_think: bool = True, compact: bool = False, key_kind: str = "action_tag",
                  system: str | None = None, **kwargs):
         super().__init__(*args, **kwargs)
         self.max_steps, self.key_kind = max_steps, key_kind
-        self.prompt_settings = PromptSettings(history_length=history_length, require_think=require_think,
+        self.prompt_settings = PromptSettings(history_length=history_length, history_chars=history_chars,
+                                              require_think=require_think,
                                               compact=compact, **({"system": system} if system else {}))
         self.response_length = self.rollout_config.response_length
 

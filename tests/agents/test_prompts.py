@@ -126,3 +126,45 @@ def test_verl_alfworld_prompts_keep_the_full_admissible_list():
     text = p.user_text(0, ALF_RESET, {"admissible_actions": ALF_ACTIONS})
     assert "'go to drawer 10'\n 'go to drawer 2'" in text and "'help'" not in text
     assert "Welcome to TextWorld" in text
+
+
+def test_history_chars_clips_past_pages_only_and_keeps_earlier_prompts_a_prefix():
+    head = "WebShop [SEP] Instruction: [SEP] red shoes [SEP] "
+    page = head + " [SEP] ".join(["Back to Search", "Page 1 (Total results: 50)"]
+                                 + [f"B0{k:08d} [SEP] Shoe {k}" for k in range(10)])
+    settings = PromptSettings(compact=True, require_think=False, show_admissible=False, history_length=10,
+                              history_chars=40)
+    p = make_prompter("webshop", settings)
+    p.reset(0, head + "Search", {})
+    p.record(0, head + "Search", "search[red shoes]")
+    before = p.user_text(0, page, {})
+    p.record(0, page, "click[b000000003]")
+    after = p.user_text(0, head + "Buy Now", {})
+    assert "search[red shoes] -> 'Back to Search'" in before and "'Shoe 9'" in before    # current page: whole
+    line = next(t for t in after.splitlines() if t.startswith("search[red shoes] -> "))
+    assert line.endswith(" ...") and len(line) == len("search[red shoes] -> ") + 40 + 4  # past page: clipped
+    assert "'Shoe 9'" not in after and "click[b000000003] -> 'Buy Now'" in after
+    # what the policy saw before the clipped line stays a prefix of the later prompt (carried caches)
+    assert after.startswith(before[:before.index("search[red shoes] -> ")])
+    with pytest.raises(ValueError, match="history_chars must be >= 0"):
+        PromptSettings(history_chars=-1)
+
+
+def test_every_prompt_setting_of_a_config_is_a_prompt_field():
+    # runs that replay another run's policy copy PROMPT_FIELDS: a field that changes the prompts but is not
+    # among them would silently render other prompts (as sft_episodes once went missing from the warm start)
+    import dataclasses
+
+    from agents.config import PROMPT_FIELDS, TrainConfig
+    from benchmarks.train_table import COMMON
+    base = TrainConfig(model="smollm2-135m")
+    changes = {"history_length": 7, "history_chars": 50, "require_think": "yes", "compact_prompts": "no",
+               "show_admissible": False, "model": "tiny"}
+    moved = {k for k, v in changes.items()
+             if dataclasses.replace(base, **{k: v}).prompt_settings() != base.prompt_settings()}
+    assert moved - {"model"} == set(PROMPT_FIELDS) and set(PROMPT_FIELDS) <= set(COMMON)
+    others = [f.name for f in dataclasses.fields(TrainConfig) if f.name not in changes]
+    for name in others:           # no other field changes the prompts
+        value = getattr(base, name)
+        if isinstance(value, bool):
+            assert dataclasses.replace(base, **{name: not value}).prompt_settings() == base.prompt_settings()
