@@ -26,6 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
+from agents.config import PROMPT_FIELDS
 from agents.runs import checkpoint_adapter, load_run_adapter, run_policy
 from bipace_envs.textcraft.goals import goal_ingredients
 
@@ -67,9 +68,10 @@ def probe_trainer(args, goals: list):
     from agents.trainer import Trainer
     torch.set_num_threads(args.threads)
     env_kwargs = json.dumps({"preset": "agentgym", "depths": args.depths})
+    prompts = {"require_think": "no", "compact_prompts": "yes"} | getattr(args, "run_prompts", {})
     cfg = TrainConfig(model=args.model, **args.lora, env="textcraft", env_kwargs=env_kwargs,
-                      max_steps=args.max_steps, history_length=args.history_length, require_think="no",
-                      compact_prompts="yes", max_new_tokens=args.max_new_tokens,
+                      max_steps=args.max_steps, history_length=args.history_length, **prompts,
+                      max_new_tokens=args.max_new_tokens,
                       show_admissible=args.show_admissible, threads=args.threads, progress=False,
                       eval_split=args.split, eval_tasks=0, eval_batch=args.batch,
                       eval_temperature=args.temperature, out_dir=str(args.out), tensorboard=False)
@@ -112,6 +114,10 @@ def use_run_settings(args, ap) -> None:
     depths = json.loads(cfg.get("env_kwargs") or "{}").get("depths")
     if depths:
         run["depths"] = list(depths)
+    # the run's other prompt settings, where it pinned them ("auto" resolves by model name, and a run's
+    # model may be a warm-start folder: the table presets pin them)
+    args.run_prompts = {k: cfg[k] for k in PROMPT_FIELDS
+                        if k not in RUN_SETTINGS and k in cfg and cfg[k] != "auto"}
     for key, value in run.items():
         given = getattr(args, key)
         if given != ap.get_default(key) and given != value:

@@ -100,6 +100,7 @@ def test_a_run_is_played_with_its_own_prompt_and_episode_settings(tmp_path):
     import argparse
     (tmp_path / "config.json").write_text(json.dumps({
         "model": "tiny", "max_steps": 4, "history_length": 3, "max_new_tokens": 20, "show_admissible": True,
+        "history_chars": 90, "require_think": "auto", "compact_prompts": "no",
         "env_kwargs": json.dumps({"preset": "agentgym", "depths": [1, 2]})}))
     ap = argparse.ArgumentParser()
     for flag, default in (("--max-steps", 6), ("--history-length", 6), ("--max-new-tokens", 32)):
@@ -111,6 +112,8 @@ def test_a_run_is_played_with_its_own_prompt_and_episode_settings(tmp_path):
     goal_probe.use_run_settings(args, ap)
     assert (args.max_steps, args.history_length, args.max_new_tokens, args.show_admissible, args.depths) == \
         (4, 3, 20, True, [1, 2])
+    # the run's pinned prompt settings too ("auto" stays the probe's own: a run's model may be a folder)
+    assert args.run_prompts == {"history_chars": 90, "compact_prompts": "no"}
     clash = ap.parse_args(["--max-steps", "8"])
     clash.run = tmp_path
     with pytest.raises(SystemExit):
