@@ -87,7 +87,7 @@ def run_rows(out: Path, cfg, runs: list, window: int = 2) -> list[dict]:
 def pooled(evals: dict) -> dict:
     """{policy: evaluation} over every held-out set, for the policies scored on all of them: episodes
     concatenated in set order (task ids prefixed by the set, so pairing stays episode by episode)."""
-    sets = [by_policy for by_policy in evals.values()]
+    sets = list(evals.values())
     if len(sets) < 2:
         return {}
     out = {}
@@ -109,7 +109,7 @@ def pooled(evals: dict) -> dict:
 def paired_base(by_policy: dict, policy: str) -> tuple[str, dict] | tuple[None, None]:
     """Whom a policy's row is paired with: the warm start's with zero-shot's (did SFT help?), an RL run's
     with the warm start's (did RL help?)."""
-    base = "zero_shot" if policy == "warm_start" else None if policy == "zero_shot" else "warm_start"
+    base = {"warm_start": "zero_shot", "zero_shot": None}.get(policy, "warm_start")
     return (base, by_policy[base]) if base in by_policy else (None, None)
 
 
