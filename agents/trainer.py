@@ -17,10 +17,7 @@ GSPO's sequence ratio, DAPO's clip-higher, seq-mean aggregation; DAPO's dynamic 
 """
 from __future__ import annotations
 
-import csv
 import json
-import random
-import shutil
 import time
 from dataclasses import asdict
 from pathlib import Path
@@ -31,67 +28,16 @@ import torch
 from agents.config import TrainConfig
 from estimators import broadcast_to_tokens
 from agents.envs import get_env_spec, split_env_factory
-from agents.models import LoraSettings, add_lora, load_adapter_weights, load_policy
+from agents.checkpoints import load_checkpoint, save_checkpoint
+from agents.models import LoraSettings, add_lora, load_policy
 from agents.dynamic_sampling import dynamic_sample
-from agents.eval_chunks import kept_chunks
+from agents.evaluation import evaluate_tasks
 from agents.gpu_memory import PhaseMemory, prefer_expandable_segments, progress_text
 from agents.ppo import agg_loss, check_loss_options, ppo_terms, response_logprobs, row_logp_sums
 from agents.prompts import make_prompter
 from agents.rollout import RolloutCollector, RolloutSettings
 from agents.task_sampling import TASK_SAMPLERS, TaskTally, pick_tasks
-
-
-class CsvLog:
-    """Append-only CSV whose columns are fixed by the first row; rows past ``keep_upto`` are dropped
-    when a resumed run reopens it."""
-
-    def __init__(self, path: Path, keep_upto: int | None = None):
-        self.path, self.fields = path, None
-        if path.exists() and keep_upto is not None:
-            with open(path) as f:
-                rows = [r for r in csv.DictReader(f) if int(r["iteration"]) <= keep_upto]
-            if rows:
-                self.fields = list(rows[0].keys())
-                with open(path, "w", newline="") as f:
-                    w = csv.DictWriter(f, self.fields)
-                    w.writeheader()
-                    w.writerows(rows)
-            else:
-                path.unlink()
-        elif path.exists():
-            path.unlink()
-
-    def write(self, row: dict) -> None:
-        new = self.fields is None
-        if new:
-            self.fields = list(row.keys())
-        with open(self.path, "a", newline="") as f:
-            w = csv.DictWriter(f, self.fields, extrasaction="ignore")
-            if new:
-                w.writeheader()
-            w.writerow(row)
-
-
-def inadmissible_answers(ro, n_envs: int, keep: int = 3) -> dict:
-    """How many of the first ``n_envs`` envs' answers the env refused (``info['action_valid']`` False:
-    they named no admissible action) and a few of them as text, so an evaluation says what the policy
-    wrote instead of silently scoring a no-op."""
-    rows = np.flatnonzero(ro.env_index < n_envs)
-    bad = [r for r in rows if not ro.admissible[r]]
-    return {"answers": len(rows), "inadmissible": len(bad),
-            "samples": [{"response": ro.responses[r], "action": ro.actions[r]} for r in bad[:keep]]}
-
-
-def mixed_group_share(ro) -> float:
-    """Share of a rollout's groups whose episodes did not all return the same: only those carry an
-    episode-level (GRPO) signal; the rest get a zero episode advantage."""
-    first_row = np.unique(ro.env_index, return_index=True)[1]       # every episode has a first step
-    episode_group = np.asarray(ro.batch.group_id)[first_row]
-    returns = np.round(np.asarray(ro.episode_return, dtype=np.float64), 6)
-    groups = np.unique(episode_group)
-    if len(groups) == 0:
-        return 0.0
-    return float(np.mean([np.ptp(returns[episode_group == g]) > 0 for g in groups]))
+from agents.train_log import CsvLog, mixed_group_share
 
 
 class Trainer:
@@ -227,63 +173,17 @@ class Trainer:
         self.task_tally.add(np.repeat(pick, c.group_size), ro.success)
         return ro, rng
 
-    @torch.no_grad()
     def evaluate(self, chunks_file: Path | None = None) -> dict:
-        """Success rate on the first ``eval_tasks`` held-out tasks (fixed env seeds and decoding seed,
-        so every estimator and iteration is scored on the same episodes).
-
-        ``chunks_file``: a JSONL file that keeps each finished chunk of ``eval_batch`` episodes; a later
-        call with the same file plays only the chunks missing there. Each chunk has its own env and
-        decoding seeds, so a resumed evaluation scores exactly what an uninterrupted one would (an
-        evaluation longer than a session can be finished in the next). Use one file per model and
-        settings: the kept chunks are checked against the tasks they played, not against the model."""
+        """Metrics on the first ``eval_tasks`` held-out tasks, each played ``eval_repeats`` times with
+        fixed env and decoding seeds (``agents.evaluation.evaluate_tasks``; ``chunks_file`` keeps finished
+        chunks, so an evaluation longer than a session is finished in the next). Leaves the per-goal wins in
+        ``eval_by_task`` and the episodes in ``eval_episodes``."""
         c = self.cfg
         tasks = self.eval_tasks[:c.eval_tasks] if c.eval_tasks else self.eval_tasks
-        if not tasks:
-            return {}
-        if c.eval_repeats < 1:
-            raise ValueError(f"eval_repeats must be >= 1, got {c.eval_repeats}")
-        # a task's repeats side by side (each with its own env and decoding seed): they share a prompt prefix
-        tasks = [t for t in tasks for _ in range(c.eval_repeats)]
-        col = self.collector("eval")
         self.model.eval()
-        kept = {r["start"]: r for r in kept_chunks(chunks_file)} if chunks_file is not None else {}
-        won, lengths, scores, answers, inadmissible, samples = [], [], [], 0, 0, []
-        for start in range(0, len(tasks), col.n):
-            chunk = tasks[start:start + col.n]
-            names = [str(t) for t in chunk]
-            if start in kept:
-                if kept[start]["tasks"] != names:
-                    raise ValueError(f"{chunks_file} holds chunks of another evaluation (its chunk at "
-                                     f"{start} played other tasks); delete it or pass another file")
-                row = kept[start]
-            else:
-                padded, t0 = chunk + [chunk[0]] * (col.n - len(chunk)), time.perf_counter()
-                torch.manual_seed(10_007 + start)
-                ro = col.collect(padded, [1000 + start + k for k in range(col.n)], list(range(col.n)))
-                row = {"start": start, "tasks": names, "won": ro.success[:len(chunk)].tolist(),
-                       "lengths": ro.episode_length[:len(chunk)].tolist(),
-                       "scores": ro.score[:len(chunk)].tolist(), **inadmissible_answers(ro, len(chunk)),
-                       "s": time.perf_counter() - t0}
-                if chunks_file is not None:
-                    with open(chunks_file, "a") as f:
-                        f.write(json.dumps(row) + "\n")
-            won += row["won"]
-            lengths += row["lengths"]
-            scores += row.get("scores", row["won"])         # chunks kept before scores were recorded
-            answers += row.get("answers", 0)
-            inadmissible += row.get("inadmissible", 0)
-            samples += row.get("samples", [])
-        # per-goal wins of this evaluation (str(task) -> [won, episodes]): which goals RL changed
-        self.eval_by_task = {}
-        for task, w in zip(tasks, won):
-            tally = self.eval_by_task.setdefault(str(task), [0, 0])
-            tally[0], tally[1] = tally[0] + int(w), tally[1] + 1
-        self.eval_episodes = {"tasks": [str(t) for t in tasks], "won": [bool(w) for w in won],
-                              "scores": [float(x) for x in scores], "inadmissible_samples": samples[:20]}
-        return {"eval_success": float(np.mean(won)), "eval_length": float(np.mean(lengths)),
-                "eval_n": len(won), "eval_score": float(np.mean(scores)),
-                "eval_inadmissible": inadmissible / max(answers, 1)}
+        result = evaluate_tasks(self.collector("eval"), tasks, c.eval_repeats, chunks_file)
+        self.eval_by_task, self.eval_episodes = result.by_task, result.episodes
+        return result.metrics
 
     # ------------------------------------------------------------------ update
     def advantages(self, ro) -> np.ndarray:
@@ -482,38 +382,13 @@ class Trainer:
 
     # ------------------------------------------------------------------ checkpoints
     def save_checkpoint(self, it: int) -> Path:
-        ckdir = self.out / "checkpoints"
-        final = ckdir / f"iter_{it:06d}"
-        tmp = ckdir / f".tmp_iter_{it:06d}"
-        shutil.rmtree(tmp, ignore_errors=True)
-        self.model.save_pretrained(tmp / "adapter")
-        rng = {"python": random.getstate(), "numpy": np.random.get_state(), "torch": torch.get_rng_state()}
-        if torch.cuda.is_available():
-            rng["cuda"] = torch.cuda.get_rng_state_all()
-        torch.save({"iteration": it, "optimizer": self.optimizer.state_dict(), "rng": rng,
-                    "task_tally": self.task_tally.state(), "config": asdict(self.cfg)}, tmp / "state.pt")
-        shutil.rmtree(final, ignore_errors=True)
-        tmp.rename(final)
-        (ckdir / "latest").write_text(final.name)
-        return final
+        return save_checkpoint(self.out, it, self.model, self.optimizer, self.task_tally, self.cfg)
 
     def load_checkpoint(self) -> int:
         """Restore the latest checkpoint of ``out_dir``; returns its iteration."""
-        latest = self.out / "checkpoints" / "latest"
-        if not latest.exists():
-            raise FileNotFoundError(f"--resume: no checkpoint in {self.out / 'checkpoints'}; "
-                                    "run without --resume to start fresh")
-        d = self.out / "checkpoints" / latest.read_text().strip()
-        load_adapter_weights(self.model, d / "adapter")
-        state = torch.load(d / "state.pt", weights_only=False)
-        self.optimizer.load_state_dict(state["optimizer"])
-        random.setstate(state["rng"]["python"])
-        np.random.set_state(state["rng"]["numpy"])
-        torch.set_rng_state(state["rng"]["torch"])
+        state = load_checkpoint(self.out, self.model, self.optimizer)
         if "task_tally" in state:       # checkpoints older than task_sampling have none (uniform ignores it)
             self.task_tally = TaskTally(len(self.train_tasks), **state["task_tally"])
-        if "cuda" in state["rng"] and torch.cuda.is_available():
-            torch.cuda.set_rng_state_all(state["rng"]["cuda"])
         return int(state["iteration"])
 
     # ------------------------------------------------------------------ main loop

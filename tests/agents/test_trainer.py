@@ -7,7 +7,8 @@ import torch
 from agents.config import TrainConfig
 from agents.envs import get_env_spec, reward_webshop, reward_won
 from agents.ppo import low_var_kl, ppo_terms
-from agents.trainer import Trainer, mixed_group_share
+from agents.train_log import mixed_group_share
+from agents.trainer import Trainer
 from fake_env import FakeCraftEnv
 
 
