@@ -74,7 +74,6 @@ TABLES: dict[str, TableSpec] = {
                                 HeldOut("fixture", "test", WEBSHOP_FIXTURE_KWARGS, repeats=8)),
                                report_score=True, screen_tasks=160),
 }
-POLICIES_FIRST = ("warm_start", "zero_shot")       # then one per RL run, named <estimator>_seed<seed>
 
 
 # ------------------------------------------------------------------ settings

@@ -54,13 +54,15 @@ def paired_change(base: dict, other: dict, key: str = "won") -> tuple[float, flo
     return mean_ci95(np.asarray(b[key], dtype=float) - np.asarray(a[key], dtype=float))
 
 
+POLICIES_FIRST = ("warm_start", "zero_shot")       # then one per RL run, named <estimator>_seed<seed>
+
+
 def _read(path: Path):
     return json.loads(path.read_text()) if path.exists() else None
 
 
 def load(out: Path, spec, runs: list) -> dict:
     """{held-out name: {policy: evaluation}} of what the folder holds, policies in table order."""
-    from benchmarks.env_table import POLICIES_FIRST
     policies = list(POLICIES_FIRST) + [f"{e}_seed{s}" for e, s in runs]
     return {h.name: {p: ev for p in policies
                      if (ev := _read(out / "evals" / f"{p}__{h.name}.json")) is not None}
