@@ -145,11 +145,12 @@ def oracle_action(env, mode: str = "goal") -> str | None:
     return f"search[{_best_query(env, asin)}]"
 
 
-def oracle_actions(env, max_actions: int = 100) -> list:
-    """Play the oracle to the end of the episode on env; returns the actions taken."""
+def oracle_actions(env, max_actions: int = 100, mode: str = "goal") -> list:
+    """Play the oracle (``mode`` as ``oracle_action``) to the end of the episode on env; returns the
+    actions taken."""
     actions = []
     while len(actions) < max_actions:
-        a = oracle_action(env)
+        a = oracle_action(env, mode)
         if a is None:
             break
         actions.append(a)

@@ -3,21 +3,15 @@ import gymnasium as gym
 import pytest
 
 import bipace_envs  # noqa: F401
-from bipace_envs.webshop.oracle import _queries, perfect_options
+from bipace_envs.webshop.oracle import _queries, oracle_actions, perfect_options
 
 
 def play(env, task_id, mode):
-    obs, info = env.reset(seed=0, options={"task_id": task_id})
-    actions = []
-    for _ in range(20):
-        action = env.unwrapped.oracle_action(mode)
-        if action is None:
-            break
-        actions.append(action)
-        obs, reward, term, trunc, info = env.step(action)
-        if term or trunc:
-            break
-    return actions, info
+    """The oracle's actions on one goal, its purchase's score and whether it won (bought, scored 1.0)."""
+    env.reset(seed=0, options={"task_id": task_id})
+    actions = oracle_actions(env, max_actions=20, mode=mode)
+    e = env.unwrapped
+    return actions, {"won": e.done and e.score == 1.0, "score": e.score}
 
 
 @pytest.fixture(scope="module")
