@@ -179,6 +179,9 @@ class TrainConfig:
                             "argmax (0 = off)")
     sft_mode: str = opt("auto", "full (all weights) | lora (adapter, merged after) | auto (the preset's "
                                 "choice: full for tiny, else lora)")
+    sft_checkpoint_every: int = opt(25, "SFT steps between warm-start checkpoints (in <warm start>"
+                                        ".sft_checkpoint/; a rerun continues a stopped warm start from the "
+                                        "last one; 0 = never)")
 
     def preset(self):
         """The ``agents.models.MODEL_PRESETS`` entry of ``model``, or None for hub ids and folders."""

@@ -14,6 +14,7 @@ Options: ``--sft-passes`` > 1 adds episodes with random detours the expert recov
 from __future__ import annotations
 
 import functools
+import shutil
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -98,16 +99,67 @@ def _ids(tokenizer, text: str) -> torch.Tensor:
     return torch.tensor(tokenizer(text, add_special_tokens=False)["input_ids"])
 
 
+class SftCheckpoint:
+    """An SFT run's resumable state in one folder (``state.pt``): the step, the trainable parameters (a
+    LoRA adapter, or every weight in full mode), optimizer and schedule, the numpy and torch RNG states,
+    the epoch's remaining batches and the losses so far. Written to a temporary file and renamed, so a
+    process stopped mid-write keeps the previous one."""
+
+    def __init__(self, folder: Path, every: int, setting: dict):
+        if every < 0:
+            raise ValueError(f"sft_checkpoint_every is a number of SFT steps (0 = never), got {every}")
+        self.folder, self.every, self.setting = folder, every, setting
+
+    def exists(self) -> bool:
+        return (self.folder / "state.pt").exists()
+
+    def due(self, done: int, steps: int) -> bool:
+        return self.every > 0 and done % self.every == 0 and done < steps
+
+    def save(self, done: int, model, opt, sched, rng, queue: list, losses: list) -> None:
+        self.folder.mkdir(parents=True, exist_ok=True)
+        weights = {n: p.detach().clone() for n, p in model.named_parameters() if p.requires_grad}
+        state = {"step": done, "setting": self.setting, "weights": weights, "optimizer": opt.state_dict(),
+                 "schedule": sched.state_dict(), "numpy": rng.bit_generator.state,
+                 "torch": torch.get_rng_state(), "queue": [np.asarray(b).tolist() for b in queue],
+                 "losses": list(losses)}
+        tmp = self.folder / "state.pt.tmp"
+        torch.save(state, tmp)
+        tmp.replace(self.folder / "state.pt")
+
+    def load(self, model, opt, sched, rng) -> tuple[int, list, list]:
+        """Restore the saved state into ``model``, ``opt``, ``sched`` and ``rng``; returns (steps done,
+        the remaining batches, the losses so far)."""
+        state = torch.load(self.folder / "state.pt", weights_only=False)
+        params = dict(model.named_parameters())
+        trainable = {n for n, p in params.items() if p.requires_grad}
+        if state.get("setting") != self.setting or set(state["weights"]) != trainable:
+            raise ValueError(f"{self.folder} holds the checkpoint of another SFT run (saved with "
+                             f"{state.get('setting')}, this one is {self.setting}, or other trainable "
+                             "weights); delete that folder to start the warm start again")
+        with torch.no_grad():
+            for name, value in state["weights"].items():
+                params[name].copy_(value)
+        opt.load_state_dict(state["optimizer"])
+        sched.load_state_dict(state["schedule"])
+        rng.bit_generator.state = state["numpy"]
+        torch.set_rng_state(state["torch"])
+        return state["step"], [np.asarray(b) for b in state["queue"]], list(state["losses"])
+
+
 def sft(model, tokenizer, examples: list[SftExample], steps: int, lr: float, batch: int, seed: int = 0,
         augment=None, augment_prob: float = 0.0, log=print, probes: dict | None = None,
-        share_prefix: bool = False, progress: bool = False) -> list[float]:
+        share_prefix: bool = False, progress: bool = False, checkpoint_dir: Path | None = None,
+        checkpoint_every: int = 0) -> list[float]:
     """Token-mean cross-entropy on the responses; AdamW with warm-up and cosine decay; ``steps`` optimizer
     steps of about ``batch`` examples each (epochs over length buckets in random order). ``augment(rng,
     prompt, response)`` rewrites an example with probability ``augment_prob`` each time it is drawn.
     ``probes`` ({name: examples}) adds each set's ``step_accuracy`` to the ten progress lines. With
     ``share_prefix`` a batch holds neighbouring steps of few tasks, whose common prompt prefix and shared
     history run once (``agents.prefix``): the same loss for far fewer tokens when prompts are mostly task
-    text."""
+    text. With ``checkpoint_dir`` the trainable weights, optimizer, schedule, RNGs and batch queue are saved
+    there every ``checkpoint_every`` steps, and a call that finds a checkpoint continues from it: a warm
+    start a stopped session cut short ends with the weights an uninterrupted one would have."""
     params = [p for p in model.parameters() if p.requires_grad]
     opt = torch.optim.AdamW(params, lr=lr, weight_decay=0.0)
     warm = max(1, steps // 20)     # linear warm-up, then cosine decay to 10% of lr
@@ -124,10 +176,20 @@ def sft(model, tokenizer, examples: list[SftExample], steps: int, lr: float, bat
     buckets = [order[i:i + batch] for i in range(0, len(order), batch)]
     queue: list = []
     model.train()
-    losses, t0 = [], time.perf_counter()
+    losses, t0, first = [], time.perf_counter(), 0
+    saver = None
+    if checkpoint_dir is not None:   # what must match for a saved state to continue this run
+        setting = {"steps": steps, "lr": lr, "batch": batch, "seed": seed, "examples": len(examples),
+                   "augment_prob": augment_prob, "share_prefix": share_prefix}
+        saver = SftCheckpoint(Path(checkpoint_dir), checkpoint_every, setting)
+    if saver is not None and saver.exists():
+        first, queue, losses = saver.load(model, opt, sched, rng)
+        if log:
+            log(f"sft: continuing from the checkpoint of step {first}/{steps} in {checkpoint_dir}")
     from tqdm.auto import tqdm
-    bar = tqdm(total=steps, desc="warm start (SFT)", unit="step", disable=not progress, leave=False)
-    for step in range(steps):
+    bar = tqdm(total=steps, initial=first, desc="warm start (SFT)", unit="step", disable=not progress,
+               leave=False)
+    for step in range(first, steps):
         if not queue:
             queue = [buckets[k] for k in rng.permutation(len(buckets))]
         drawn = [examples[i] for i in queue.pop()]
@@ -155,6 +217,8 @@ def sft(model, tokenizer, examples: list[SftExample], steps: int, lr: float, bat
                           for name, probe in (probes or {}).items())
             log(f"sft step {step + 1}/{steps} loss {np.mean(losses[-max(1, steps // 10):]):.4f} "
                 f"({time.perf_counter() - t0:.0f}s){acc}")
+        if saver is not None and saver.due(step + 1, steps):
+            saver.save(step + 1, model, opt, sched, rng, queue, losses)
     bar.close()
     model.eval()
     return losses
@@ -167,6 +231,7 @@ def run_sft(cfg, spec, make_env, tasks, path: Path, prompt_settings, held_out=()
     that fix the split at construction) are scored as the SFT goes."""
     from agents.models import LoraSettings, add_lora, load_policy
     from agents.prompts import make_prompter
+    checkpoints = path.with_name(path.name + ".sft_checkpoint")   # a stopped warm start continues from it
     torch.manual_seed(cfg.seed)
     model, tok = load_policy(cfg.model, cfg.dtype, cfg.device, cfg.gradient_checkpointing)
     tasks = list(tasks)
@@ -210,11 +275,12 @@ def run_sft(cfg, spec, make_env, tasks, path: Path, prompt_settings, held_out=()
     sft(model, tok, examples, cfg.sft_steps, cfg.sft_lr, cfg.sft_batch, cfg.seed, augment=augment,
         augment_prob=cfg.sft_rename, probes=probes,
         share_prefix=cfg.share_prefix and not cfg.gradient_checkpointing,
-        progress=cfg.progress)
+        progress=cfg.progress, checkpoint_dir=checkpoints, checkpoint_every=cfg.sft_checkpoint_every)
     if mode == "lora":
         model = model.merge_and_unload()
     tmp = path.with_name(path.name + ".tmp")
     model.save_pretrained(tmp)
     tok.save_pretrained(tmp)
     tmp.rename(path)
+    shutil.rmtree(checkpoints, ignore_errors=True)     # the finished warm start replaces them
     return path

@@ -6,8 +6,8 @@
     python -m benchmarks.env_table --out runs/alfworld_table --stop-after evals   # warm start + its scores
 
 Stages, each kept in ``--out`` when it finishes, so a rerun with the same ``--out`` continues where a
-session stopped (a finished stage is never redone; an RL run continues from its last iteration's
-checkpoint; an evaluation from its last finished chunk of episodes):
+session stopped (a finished stage is never redone; the warm start continues from its last SFT checkpoint,
+an RL run from its last iteration's checkpoint, an evaluation from its last finished chunk of episodes):
 1. warm start: LoRA SFT of the preset's model on the env expert's trajectories of the training tasks
    (``benchmarks.train_table.build_warm_start``), merged into ``warm_start/``;
 2. held-out scores of the warm start and of the untrained model (zero-shot) on every held-out set of

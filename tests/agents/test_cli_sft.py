@@ -90,3 +90,57 @@ def test_run_sft_logs_held_out_and_train_step_accuracy(tmp_path, capsys):
     import pytest
     with pytest.raises(ValueError, match="sft_probe"):
         run_sft(dataclasses.replace(cfg, sft_probe=-1), spec, make, [0], tmp_path / "ws2", settings)
+
+
+def _textcraft_examples(tok, tasks):
+    prompter = make_prompter("textcraft", PromptSettings(require_think=False))
+    return expert_examples(get_env_spec("textcraft"), lambda: FakeCraftEnv(max_steps=3), tasks, prompter, tok,
+                           max_steps=3)
+
+
+def test_a_stopped_sft_continues_from_its_checkpoint_to_the_same_weights(tiny, tmp_path):
+    import pytest
+    from agents.models import load_policy
+
+    class Stopped(Exception):
+        pass
+
+    def stop_at_step_5(line):
+        if line.startswith("sft step 5/"):
+            raise Stopped
+
+    def fresh():
+        torch.manual_seed(0)
+        return load_policy("tiny")
+
+    model, tok = fresh()
+    ex = _textcraft_examples(tok, list(range(6)))
+    whole = sft(model, tok, ex, steps=8, lr=3e-3, batch=4, seed=1, log=None)
+    stopped, _ = fresh()
+    folder = tmp_path / "ck"
+    with pytest.raises(Stopped):
+        sft(stopped, tok, ex, steps=8, lr=3e-3, batch=4, seed=1, log=stop_at_step_5,
+            checkpoint_dir=folder, checkpoint_every=3)
+    assert (folder / "state.pt").exists()
+    resumed, _ = fresh()
+    lines = []
+    losses = sft(resumed, tok, ex, steps=8, lr=3e-3, batch=4, seed=1, log=lines.append,
+                 checkpoint_dir=folder, checkpoint_every=3)
+    assert lines[0].startswith("sft: continuing from the checkpoint of step 3/8")
+    assert len(lines) == 1 + 5                          # steps 4-8 ran again, 1-3 did not
+    assert losses == whole
+    for (name, a), b in zip(model.named_parameters(), resumed.parameters()):
+        assert torch.equal(a, b), name
+    other, _ = fresh()
+    with pytest.raises(ValueError, match="another SFT run"):      # a different lr: not this run's state
+        sft(other, tok, ex, steps=8, lr=1e-3, batch=4, seed=1, log=None, checkpoint_dir=folder,
+            checkpoint_every=3)
+
+
+def test_run_sft_removes_its_checkpoints_once_the_warm_start_is_saved(tmp_path):
+    from agents.sft import run_sft
+    cfg = TrainConfig(env="textcraft", model="tiny", sft_steps=4, sft_lr=3e-3, sft_batch=4, max_steps=3,
+                      sft_checkpoint_every=2, out_dir=str(tmp_path))
+    run_sft(cfg, get_env_spec("textcraft"), lambda: FakeCraftEnv(max_steps=3), [0, 1, 2], tmp_path / "ws",
+            PromptSettings(require_think=False))
+    assert (tmp_path / "ws" / "config.json").exists() and not (tmp_path / "ws.sft_checkpoint").exists()
