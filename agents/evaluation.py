@@ -87,6 +87,11 @@ def evaluate_tasks(collector, tasks: list, repeats: int = 1, chunks_file: Path |
         return Evaluation()
     # a task's repeats side by side (each with its own env and decoding seed): they share a prompt prefix
     tasks = [t for t in tasks for _ in range(repeats)]
+    if len(tasks) % collector.n:
+        print(f"note: evaluation of {len(tasks)} episodes in chunks of {collector.n}: the last chunk pads "
+              f"{collector.n - len(tasks) % collector.n} of its {collector.n} envs with episodes that are "
+              f"discarded (an eval_batch that divides {len(tasks)} wastes none; changing it changes the "
+              "chunks' seeds)")
     kept = {r["start"]: r for r in kept_chunks(chunks_file)} if chunks_file is not None else {}
     won, lengths, scores, answers, inadmissible, samples = [], [], [], 0, 0, []
     for start in range(0, len(tasks), collector.n):

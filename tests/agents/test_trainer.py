@@ -257,3 +257,14 @@ def test_eval_env_kwargs_reach_only_the_held_out_env_and_evaluation_reports_refu
     assert tr.evaluate(chunks) == ev                # read back from the kept chunk, not played again
     with pytest.raises(ValueError, match="eval-env-kwargs must be a JSON object"):
         Trainer(_cfg(tmp_path / "bad", env="webshop", eval_env_kwargs="[1]"))
+
+
+def test_an_evaluation_whose_last_chunk_is_padded_says_how_many_episodes_it_discards(tmp_path, capsys):
+    def trainer(**kw):
+        return Trainer(_cfg(tmp_path, eval_tasks=3, **kw), make_env=lambda: FakeCraftEnv(max_steps=3),
+                       train_tasks=list(range(8)), eval_tasks=[7, 8, 9])
+    trainer(eval_batch=3, eval_repeats=2).evaluate()                 # 6 episodes in chunks of 3
+    assert "last chunk pads" not in capsys.readouterr().out
+    out = trainer(eval_batch=2).evaluate()
+    assert out["eval_n"] == 3                                        # the padding episode is not scored
+    assert "3 episodes in chunks of 2: the last chunk pads 1 of its 2 envs" in capsys.readouterr().out
