@@ -14,6 +14,7 @@ Options: ``--sft-passes`` > 1 adds episodes with random detours the expert recov
 from __future__ import annotations
 
 import functools
+import hashlib
 import shutil
 import time
 from dataclasses import dataclass
@@ -179,8 +180,10 @@ def sft(model, tokenizer, examples: list[SftExample], steps: int, lr: float, bat
     losses, t0, first = [], time.perf_counter(), 0
     saver = None
     if checkpoint_dir is not None:   # what must match for a saved state to continue this run
-        setting = {"steps": steps, "lr": lr, "batch": batch, "seed": seed, "examples": len(examples),
-                   "augment_prob": augment_prob, "share_prefix": share_prefix}
+        digest = hashlib.sha256("\0".join(e.prompt + "\0" + e.response for e in examples).encode())
+        setting = {"steps": steps, "lr": lr, "batch": batch, "seed": seed, "augment_prob": augment_prob,
+                   "share_prefix": share_prefix,
+                   "examples": f"{len(examples)}, sha256 {digest.hexdigest()[:16]}"}
         saver = SftCheckpoint(Path(checkpoint_dir), checkpoint_every, setting)
     if saver is not None and saver.exists():
         first, queue, losses = saver.load(model, opt, sched, rng)

@@ -131,10 +131,11 @@ def test_a_stopped_sft_continues_from_its_checkpoint_to_the_same_weights(tiny, t
     assert losses == whole
     for (name, a), b in zip(model.named_parameters(), resumed.parameters()):
         assert torch.equal(a, b), name
-    other, _ = fresh()
-    with pytest.raises(ValueError, match="another SFT run"):      # a different lr: not this run's state
-        sft(other, tok, ex, steps=8, lr=1e-3, batch=4, seed=1, log=None, checkpoint_dir=folder,
-            checkpoint_every=3)
+    for lr, examples in ((1e-3, ex), (3e-3, ex[1:] + ex[:1])):    # another lr, other examples
+        other, _ = fresh()
+        with pytest.raises(ValueError, match="another SFT run"):
+            sft(other, tok, examples, steps=8, lr=lr, batch=4, seed=1, log=None, checkpoint_dir=folder,
+                checkpoint_every=3)
 
 
 def test_run_sft_removes_its_checkpoints_once_the_warm_start_is_saved(tmp_path):
