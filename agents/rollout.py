@@ -148,8 +148,14 @@ class _TaskEnv(ReplayPrefix):
 def _info_at(infos: dict, i: int) -> dict:
     """Env i's info from a vector env's merged infos (nested dicts, e.g. WebShop's goal, are merged
     key by key, so they are unpacked the same way)."""
-    return {k: _info_at(v, i) if isinstance(v, dict) else v[i] for k, v in infos.items()
-            if not k.startswith("_") and infos.get("_" + k, np.ones(i + 1, bool))[i]}
+    out = {}
+    for k, v in infos.items():
+        if isinstance(k, str) and k.startswith("_"):      # a mask; keys need not be strings (WebShop's
+            continue                                      # reward details key options by number)
+        mask = infos.get(f"_{k}")                         # gymnasium's mask name for any key
+        if mask is None or mask[i]:
+            out[k] = _info_at(v, i) if isinstance(v, dict) else v[i]
+    return out
 
 
 @dataclass
