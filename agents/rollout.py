@@ -150,8 +150,8 @@ def _info_at(infos: dict, i: int) -> dict:
     key by key, so they are unpacked the same way)."""
     out = {}
     for k, v in infos.items():
-        if isinstance(k, str) and k.startswith("_"):      # a mask; keys need not be strings (WebShop's
-            continue                                      # reward details key options by number)
+        if isinstance(k, str) and k.startswith("_"):      # a mask; an env's nested info may have keys
+            continue                                      # that are not strings
         mask = infos.get(f"_{k}")                         # gymnasium's mask name for any key
         if mask is None or mask[i]:
             out[k] = _info_at(v, i) if isinstance(v, dict) else v[i]

@@ -241,7 +241,8 @@ class WebShopEnv(gym.Env):
                 "available_actions": self.available_actions(), "task_id": self.task_id,
                 "won": self.done and self.score == 1.0, "score": self.score,
                 "anchor": obs, "obs_hash": obs_hash(obs), "instruction": self.session.instruction,
-                "goal_asin": self.session.goal["asin"], "reward_details": self.session.reward_details}
+                # always a dict: gymnasium's vector env merges a dict key by key and breaks on None beside it
+                "goal_asin": self.session.goal["asin"], "reward_details": self.session.reward_details or {}}
 
     def _check_goal(self, goal) -> dict:
         need = ("asin", "instruction_text", "attributes", "goal_options", "price_upper")

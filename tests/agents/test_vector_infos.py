@@ -1,5 +1,4 @@
-"""Per-env infos unpacked from gymnasium's merged vector infos, nested dicts with non-string keys included
-(WebShop's reward details key its options by number; the first WebShop evaluation crashed on them)."""
+"""Per-env infos unpacked from gymnasium's merged vector infos, nested dicts with non-string keys included."""
 import gymnasium as gym
 import numpy as np
 

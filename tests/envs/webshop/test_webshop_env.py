@@ -216,3 +216,22 @@ def test_exact_title_nouns_need_a_spacy_model():
     with pytest.raises(RuntimeError, match="en_core_web"):
         title_nouns("Acme Running Shoes", "spacy")
     assert title_nouns("Acme Running Shoes", "auto")[1] == "approx"
+
+
+def test_vector_infos_of_a_finished_and_an_unfinished_episode_unpack_per_env():
+    """One env has bought (reward details), the other has not: gymnasium merges the infos of both, and
+    each env's own comes back (None beside a dict once broke the merge mid-evaluation)."""
+    from agents.rollout import _info_at
+    vec = gym.vector.SyncVectorEnv([lambda: gym.make("bipace/WebShop-v0", fix_option_reward=True)] * 2)
+    vec.reset(seed=0, options={"task_id": 500})
+    envs = [e.unwrapped for e in vec.envs]
+    for e in envs:
+        e.reset(options={"task_id": 500})
+    while (a := envs[0].oracle_action()) is not None and a != "click[buy now]":
+        _, _, _, _, infos = vec.step([a, "search[shoes]"])
+    _, _, term, _, infos = vec.step(["click[buy now]", "search[shoes]"])
+    assert term[0] and not term[1]
+    bought, browsing = _info_at(infos, 0), _info_at(infos, 1)
+    assert bought["reward_details"] and bought["score"] == 1.0
+    assert browsing["reward_details"] == {} and browsing["score"] == 0.0
+    vec.close()
