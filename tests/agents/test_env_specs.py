@@ -122,3 +122,49 @@ def test_alfworld_trainer_warm_starts_and_trains_on_real_games(tmp_path, shared_
     summary = tr.train()
     assert 0.0 <= summary["eval_after"] <= 1.0
     assert any(not torch.equal(before[n], p) for n, p in tr.model.named_parameters() if n in before)
+
+
+def _kind(value) -> str:
+    """The type gymnasium's vector info merge keys its arrays on: numbers go to an array of the first
+    value's dtype (a float landing in an int array is truncated), dicts are merged key by key (a None
+    meeting one crashed the WebShop evaluation), anything else goes to an object array, where a text and
+    a None (no value, e.g. ALFWorld's expert_action once the game is over) sit together safely."""
+    import numpy as np
+    if isinstance(value, np.generic):
+        value = value.item()
+    return "object" if value is None or isinstance(value, (str, list, tuple)) else type(value).__name__
+
+
+@pytest.mark.parametrize("env_name", ["textcraft", "webshop", "alfworld"])
+def test_every_info_key_keeps_one_type_through_an_episode(env_name):
+    """Vector envs merge infos key by key across envs at different points of their episodes, so a key
+    must hold one type at reset, after a refused action, mid-episode and at the winning step (WebShop's
+    reward_details was None until the purchase and crashed the held-out evaluation)."""
+    spec = get_env_spec(env_name)
+    kwargs = {"split": "train"} if spec.split_kwarg else {}
+    env = spec.make(max_steps=40, **kwargs)
+    kinds: dict[str, set] = {}
+
+    def record(info, when):
+        for key, value in info.items():
+            kinds.setdefault(key, set()).add((_kind(value), when))
+    try:
+        task = spec.tasks(env, "train")[0]
+        _, info = env.reset(seed=0, options={"task_id": task, **spec.expert_reset_options})
+        record(info, "reset")
+        _, _, _, _, info = env.step("fly to the moon")
+        record(info, "refused")
+        done, steps = False, 0
+        while not done:
+            plan = spec.expert(env)
+            assert plan, f"{env_name}: the expert gave up on {task!r} after {steps} steps"
+            _, _, term, trunc, info = env.step(plan[0])
+            steps += 1
+            done = term or trunc
+            record(info, "end" if done else "step")
+        assert info.get("won") or spec.reward_map(0.0, term, info) > 0
+    finally:
+        env.close()
+    mixed = {k: sorted(v) for k, v in kinds.items() if len({kind for kind, _ in v}) > 1}
+    assert {"won", "admissible_actions"} <= set(kinds)
+    assert not mixed, f"{env_name} info keys change type within an episode: {mixed}"
