@@ -50,6 +50,18 @@ def inadmissible_answers(ro, n_envs: int, keep: int = 3) -> dict:
             "samples": [{"response": ro.responses[r], "action": ro.actions[r]} for r in bad[:keep]]}
 
 
+def episode_actions(ro, n_envs: int) -> dict:
+    """The first ``n_envs`` episodes' actions in step order and, per episode, the steps whose answer the
+    env refused: what each episode did, so a change of score between two policies can be read off the
+    evaluations (which product was bought, where an agent went) without playing them again."""
+    actions, refused = [], []
+    for k in range(n_envs):
+        rows = np.flatnonzero(ro.env_index == k)          # a rollout appends an env's rows in step order
+        actions.append([ro.actions[r] for r in rows])
+        refused.append([int(j) for j, r in enumerate(rows) if not ro.admissible[r]])
+    return {"actions": actions, "refused_steps": refused}
+
+
 @dataclass
 class Evaluation:
     """What one evaluation measured."""
@@ -59,7 +71,9 @@ class Evaluation:
     by_task: dict = field(default_factory=dict)
     """str(task) -> [episodes won, episodes]: which goals a change of policy changed."""
     episodes: dict = field(default_factory=dict)
-    """The episodes in order: tasks, won, scores, and up to 20 refused answers with their text."""
+    """The episodes in order: tasks, won, scores, lengths, each episode's actions and refused steps
+    (``episode_actions``; None for chunks kept before they were recorded), and up to 20 refused answers
+    with their text."""
 
 
 def play_chunk(collector, chunk: list, start: int) -> dict:
@@ -70,7 +84,8 @@ def play_chunk(collector, chunk: list, start: int) -> dict:
     ro = collector.collect(padded, [1000 + start + k for k in range(collector.n)], list(range(collector.n)))
     return {"start": start, "tasks": [str(t) for t in chunk], "won": ro.success[:len(chunk)].tolist(),
             "lengths": ro.episode_length[:len(chunk)].tolist(), "scores": ro.score[:len(chunk)].tolist(),
-            **inadmissible_answers(ro, len(chunk)), "s": time.perf_counter() - t0}
+            **inadmissible_answers(ro, len(chunk)), **episode_actions(ro, len(chunk)),
+            "s": time.perf_counter() - t0}
 
 
 @torch.no_grad()
@@ -94,6 +109,7 @@ def evaluate_tasks(collector, tasks: list, repeats: int = 1, chunks_file: Path |
               "chunks' seeds)")
     kept = {r["start"]: r for r in kept_chunks(chunks_file)} if chunks_file is not None else {}
     won, lengths, scores, answers, inadmissible, samples = [], [], [], 0, 0, []
+    actions, refused = [], []
     for start in range(0, len(tasks), collector.n):
         chunk = tasks[start:start + collector.n]
         if start in kept:
@@ -112,12 +128,16 @@ def evaluate_tasks(collector, tasks: list, repeats: int = 1, chunks_file: Path |
         answers += row.get("answers", 0)
         inadmissible += row.get("inadmissible", 0)
         samples += row.get("samples", [])
+        # chunks kept before actions were recorded: None, not an empty episode
+        actions += row.get("actions", [None] * len(row["won"]))
+        refused += row.get("refused_steps", [None] * len(row["won"]))
     by_task: dict[str, list] = {}
     for task, w in zip(tasks, won):
         tally = by_task.setdefault(str(task), [0, 0])
         tally[0], tally[1] = tally[0] + int(w), tally[1] + 1
     episodes = {"tasks": [str(t) for t in tasks], "won": [bool(w) for w in won],
-                "scores": [float(x) for x in scores], "inadmissible_samples": samples[:20]}
+                "scores": [float(x) for x in scores], "lengths": [int(x) for x in lengths],
+                "actions": actions, "refused_steps": refused, "inadmissible_samples": samples[:20]}
     metrics = {"eval_success": float(np.mean(won)), "eval_length": float(np.mean(lengths)),
                "eval_n": len(won), "eval_score": float(np.mean(scores)),
                "eval_inadmissible": inadmissible / max(answers, 1)}

@@ -4,6 +4,7 @@
     python -m benchmarks.env_table --preset webshop-table --out runs/webshop_table
     python -m benchmarks.env_table --out runs/alfworld_table --report     # the table so far; runs nothing
     python -m benchmarks.env_table --out runs/alfworld_table --stop-after evals   # warm start + its scores
+    python -m benchmarks.env_table --out runs/webshop_table --compare warm_start gigpo_seed0   # what changed
 
 Stages, each kept in ``--out`` when it finishes, so a rerun with the same ``--out`` continues where a
 session stopped (a finished stage is never redone; the warm start continues from its last SFT checkpoint,
@@ -180,6 +181,9 @@ def build_parser() -> argparse.ArgumentParser:
                     help="leave the untrained model's scores for a later call (its episodes run to the "
                          "horizon)")
     ap.add_argument("--report", action="store_true", help="only write and print the report")
+    ap.add_argument("--compare", nargs=2, metavar=("POLICY_A", "POLICY_B"),
+                    help="only print, per held-out set, the episodes two scored policies (warm_start, "
+                         "zero_shot, <estimator>_seed<seed>) differ on and what each did there")
     return ap
 
 
@@ -195,6 +199,9 @@ def main(argv=None) -> None:
             for est in (args.estimators or PRESETS[name].estimators)]
     if args.report:
         print(report(out, spec, cfg, runs))
+        return
+    if args.compare:
+        print(compare(out, spec, *args.compare, ap=ap))
         return
     import torch
     from agents.trainer import Trainer
@@ -228,6 +235,24 @@ def main(argv=None) -> None:
         print(f"{est} seed {seed}: RL {rl_seconds(run_dir) / 60:.1f} min", flush=True)
         score_policy(out, spec, cfg, run_dir.name, str(warm), run_dir)
     print(report(out, spec, cfg, runs))
+
+
+def compare(out: Path, spec: TableSpec, policy_a: str, policy_b: str, ap=None, limit: int = 20) -> str:
+    """``benchmarks.episode_diff`` of two policies' evaluations on every held-out set of the table."""
+    from benchmarks.episode_diff import format_diff
+    blocks = []
+    for held in spec.held_out:
+        paths = [out / "evals" / f"{p}__{held.name}.json" for p in (policy_a, policy_b)]
+        missing = [str(p) for p in paths if not p.is_file()]
+        if missing:
+            scored = sorted({p.name.split("__")[0] for p in out.glob("evals/*__*.json")})
+            msg = f"no evaluation {missing} (policies scored in {out}: {scored or 'none yet'})"
+            if ap is not None:
+                ap.error(msg)
+            raise FileNotFoundError(msg)
+        a, b = (json.loads(p.read_text()) for p in paths)
+        blocks.append(f"## {held.name}\n{format_diff(a, b, policy_a, policy_b, limit)}")
+    return "\n\n".join(blocks)
 
 
 def report(out: Path, spec: TableSpec, cfg, runs: list) -> str:

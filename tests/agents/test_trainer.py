@@ -253,8 +253,16 @@ def test_eval_env_kwargs_reach_only_the_held_out_env_and_evaluation_reports_refu
     assert ev["eval_inadmissible"] > 0.5
     sample = tr.eval_episodes["inadmissible_samples"][0]
     assert set(sample) == {"response", "action"} and isinstance(sample["response"], str)
-    assert tr.eval_episodes["tasks"] == [str(t) for t in tr.eval_tasks]
+    episodes = tr.eval_episodes
+    assert episodes["tasks"] == [str(t) for t in tr.eval_tasks]
+    # each episode's actions, one a step, and the steps the env refused: the same count as the metric
+    assert [len(a) for a in episodes["actions"]] == episodes["lengths"]
+    assert all(isinstance(a, str) for ep in episodes["actions"] for a in ep)
+    refused = sum(len(r) for r in episodes["refused_steps"])
+    assert refused / sum(episodes["lengths"]) == pytest.approx(ev["eval_inadmissible"])
+    assert all(0 <= j < n for r, n in zip(episodes["refused_steps"], episodes["lengths"]) for j in r)
     assert tr.evaluate(chunks) == ev                # read back from the kept chunk, not played again
+    assert tr.eval_episodes == episodes
     with pytest.raises(ValueError, match="eval-env-kwargs must be a JSON object"):
         Trainer(_cfg(tmp_path / "bad", env="webshop", eval_env_kwargs="[1]"))
 
@@ -268,3 +276,16 @@ def test_an_evaluation_whose_last_chunk_is_padded_says_how_many_episodes_it_disc
     out = trainer(eval_batch=2).evaluate()
     assert out["eval_n"] == 3                                        # the padding episode is not scored
     assert "3 episodes in chunks of 2: the last chunk pads 1 of its 2 envs" in capsys.readouterr().out
+
+
+def test_chunks_kept_before_actions_were_recorded_read_back_as_unknown_episodes(tmp_path):
+    tr = Trainer(_cfg(tmp_path, eval_tasks=3, eval_batch=3), make_env=lambda: FakeCraftEnv(max_steps=3),
+                 train_tasks=list(range(8)), eval_tasks=[7, 8, 9])
+    chunks = tmp_path / "eval.chunks.jsonl"
+    ev = tr.evaluate(chunks)
+    assert all(isinstance(ep, list) for ep in tr.eval_episodes["actions"])
+    old = [{k: v for k, v in json.loads(line).items() if k not in ("actions", "refused_steps")}
+           for line in chunks.read_text().splitlines()]
+    chunks.write_text("".join(json.dumps(r) + "\n" for r in old))
+    assert tr.evaluate(chunks) == ev                # the same scores, read back ...
+    assert tr.eval_episodes["actions"] == [None] * 3 == tr.eval_episodes["refused_steps"]   # ... not invented

@@ -53,6 +53,15 @@ def test_webshop_table_runs_every_stage_keeps_them_and_refuses_other_settings(
     env_table.main(out + ["--screen-repeats", "0", "--seeds", "0", "--estimators", "gigpo"])
     assert "| gigpo_seed0 |" in capsys.readouterr().out
 
+    # what each episode did is kept, so two policies can be compared episode by episode
+    assert [len(a) for a in test["episodes"]["actions"]] == test["episodes"]["lengths"]
+    env_table.main(out + ["--compare", "warm_start", "gigpo_seed0"])
+    shown = capsys.readouterr().out
+    assert "## test\nwarm_start -> gigpo_seed0, 3 episodes:" in shown and "## fixture" in shown
+    with pytest.raises(SystemExit):
+        env_table.main(out + ["--compare", "warm_start", "bipace_seed0"])
+    assert "policies scored in" in capsys.readouterr().err
+
     with pytest.raises(SystemExit):
         env_table.main(out + sets("lr=1e-4"))
     assert "measured with other settings" in capsys.readouterr().err
