@@ -57,7 +57,8 @@ def format_diff(a: dict, b: dict, name_a: str = "a", name_b: str = "b", limit: i
     """The summary and the first ``limit`` changed episodes as text, one block an episode."""
     s = diff_summary(a, b)
     lengths = " -> ".join("?" if x is None else f"{x:.2f}" for x in s["mean_length"])
-    lines = [f"{name_a} -> {name_b}, {s['episodes']} episodes: won by both {s['both']}, neither {s['neither']}, "
+    lines = [f"{name_a} -> {name_b}, {s['episodes']} episodes: won by both {s['both']}, "
+             f"neither {s['neither']}, "
              f"gained {s['gained']}, lost {s['lost']}; score up {s['score_up']}, down {s['score_down']}; "
              f"mean length {lengths}"]
     changed = changed_episodes(a, b)

@@ -16,7 +16,8 @@ def evaluation(won, scores, actions=None):
 
 def test_changed_episodes_are_those_whose_win_or_score_moved_and_show_what_each_policy_did():
     a = evaluation([True, False, False, True], [1.0, 0.5, 0.0, 1.0],
-                   [["search[x]", "click[b1]", "click[buy now]"], ["search[x]"], ["search[y]"], ["search[z]"]])
+                   [["search[x]", "click[b1]", "click[buy now]"], ["search[x]"], ["search[y]"],
+                    ["search[z]"]])
     b = evaluation([True, True, False, False], [1.0, 1.0, 0.0, 0.25],
                    [["search[x]", "click[b1]", "click[buy now]"], ["click[b2]", "click[buy now]"],
                     ["search[y]"], ["click[b9]"]])
@@ -35,7 +36,8 @@ def test_changed_episodes_are_those_whose_win_or_score_moved_and_show_what_each_
     assert "click[b9] [refused]" in episode_diff.format_diff(a, b, limit=5)
 
 
-def test_evaluations_kept_without_actions_compare_scores_only_and_other_episodes_are_refused(tmp_path, capsys):
+def test_evaluations_kept_without_actions_compare_scores_only_and_other_episodes_are_refused(
+        tmp_path, capsys):
     a, b = evaluation([False, True], [0.0, 1.0]), evaluation([True, True], [1.0, 1.0])
     assert "(actions not recorded)" in episode_diff.format_diff(a, b)
     other = evaluation([True], [1.0])
