@@ -155,7 +155,8 @@ class TrainConfig:
     eval_tasks: int = opt(128, "held-out tasks per evaluation (0 = the whole split)")
     eval_temperature: float = opt(0.4, "evaluation temperature (0 = greedy)")
     eval_repeats: int = opt(1, "episodes per held-out task, each with its own env and decoding seed")
-    eval_batch: int = opt(64, "envs stepped together during evaluation")
+    eval_batch: int = opt(64, "at most this many envs stepped together during evaluation (the episodes "
+                          "are split into equal chunks of at most this many)")
     checkpoint_every: int = opt(10, "save adapter + optimizer + RNG every N iterations (0 = only at the end)")
     resume: bool = opt(False, "continue from the latest checkpoint in out_dir")
     tensorboard: bool = opt(True, "write TensorBoard logs (needs the tensorboard package)")

@@ -76,6 +76,17 @@ class Evaluation:
     with their text."""
 
 
+def chunk_width(n_episodes: int, eval_batch: int) -> int:
+    """Envs an evaluation of ``n_episodes`` steps together: as few chunks as ``eval_batch`` allows, made
+    equal, so the last chunk pads as few envs as can be (60 episodes at eval_batch 40 run as 2 x 30, not
+    40 + 20 of which 20 padding episodes are played and discarded)."""
+    if eval_batch < 1:
+        raise ValueError(f"eval_batch must be >= 1, got {eval_batch}")
+    n_episodes = max(1, n_episodes)
+    chunks = -(-n_episodes // eval_batch)
+    return -(-n_episodes // chunks)
+
+
 def play_chunk(collector, chunk: list, start: int) -> dict:
     """One chunk's record: its episodes padded to the collector's width, env seeds 1000+start+k and
     decoding seed 10007+start (a chunk's seeds depend on where it starts, never on what ran before)."""

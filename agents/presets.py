@@ -65,7 +65,9 @@ def textcraft_table() -> TrainConfig:
     last block (benchmarks/eps_calibration.py). The table itself adds a one-time screen of the training
     goals (RL samples the multi-ingredient goals the warm start won, plus 8 simpler ones) and warm-starts
     with LoRA on every block; ``bipace-train --preset textcraft-table`` samples every training goal and
-    its SFT adapts the same top 15 blocks. Runs and dates: docs/experiments.md.
+    its SFT adapts the same top 15 blocks. Evaluations step 27 envs together: the 324 held-out episodes
+    in 12 chunks of 27, the chunks (and so the seeds) the documented tables were scored with. Runs and
+    dates: docs/experiments.md.
     """
     return TrainConfig(
         env="textcraft", model="smollm2-135m", env_kwargs='{"preset": "agentgym", "depths": [1]}',
@@ -75,7 +77,7 @@ def textcraft_table() -> TrainConfig:
         iterations=10, batch_tasks=8, group_size=6, temperature=1.0, lr=1.5e-3, kl_coef=0.0,
         invalid_penalty=0.0, skip_zero_adv=True, mini_batch_rows=64, micro_batch_rows=16, drift_rows=32,
         eps=0.002, hidden_layer=-1, eval_before=True, eval_every=0, eval_tasks=0, eval_repeats=12,
-        eval_batch=77, eval_temperature=0.4, checkpoint_every=1, tensorboard=True)
+        eval_batch=27, eval_temperature=0.4, checkpoint_every=1, tensorboard=True)
 
 
 @register("compare")
@@ -141,7 +143,9 @@ def alfworld_table() -> TrainConfig:
     local actions at each step (``agents.prompts.ALFWorldPrompter``: ~200 fewer tokens a step), a history
     as long as the horizon (every prompt extends the previous one, so the carried cache runs only the new
     line), 32 answer tokens without <think>. RL: 4 games x G=4, LoRA on the top 15 blocks, lr 1e-3, no
-    KL, no format penalty, zero-advantage rows skipped (as textcraft-table). Data: point
+    KL, no format penalty, zero-advantage rows skipped (as textcraft-table). Evaluations step at most 40
+    envs: a split's 60 games run as 2 equal chunks of 30 (``agents.evaluation.chunk_width``; 40 + 20
+    played 20 padding episodes, a third of the evaluation, for nothing). Data: point
     ``eval_env_kwargs``' ``data_dir`` at the folder holding ``json_2.1.1`` (this project's machines: the
     shared copy). Runs and dates: docs/experiments.md.
     """

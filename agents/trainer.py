@@ -31,7 +31,7 @@ from agents.envs import get_env_spec, split_env_factory
 from agents.checkpoints import load_checkpoint, save_checkpoint
 from agents.models import LoraSettings, add_lora, load_policy
 from agents.dynamic_sampling import dynamic_sample
-from agents.evaluation import evaluate_tasks
+from agents.evaluation import chunk_width, evaluate_tasks
 from agents.gpu_memory import PhaseMemory, prefer_expandable_segments, progress_text
 from agents.ppo import agg_loss, check_loss_options, ppo_terms, response_logprobs, row_logp_sums
 from agents.prompts import make_prompter
@@ -133,7 +133,7 @@ class Trainer:
                                  require_think=self.prompt_settings.require_think, key_kind=c.key_kind,
                                  share_prefix=c.share_prefix, carry_cache=c.carry_cache and c.compact())
             n_eval = min(c.eval_tasks or len(self.eval_tasks), len(self.eval_tasks))
-            n = c.batch_tasks * c.group_size if train else max(1, min(c.eval_batch, n_eval))
+            n = c.batch_tasks * c.group_size if train else chunk_width(n_eval * c.eval_repeats, c.eval_batch)
             self._collectors[kind] = RolloutCollector(
                 self.model, self.tok, self._rollout_env_factory() if train else self.make_eval_env, n,
                 make_prompter(c.env, self.prompt_settings), rs,

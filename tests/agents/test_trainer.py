@@ -289,3 +289,18 @@ def test_chunks_kept_before_actions_were_recorded_read_back_as_unknown_episodes(
     chunks.write_text("".join(json.dumps(r) + "\n" for r in old))
     assert tr.evaluate(chunks) == ev                # the same scores, read back ...
     assert tr.eval_episodes["actions"] == [None] * 3 == tr.eval_episodes["refused_steps"]   # ... not invented
+
+
+def test_evaluation_chunks_are_equal_and_count_every_repeat():
+    from agents.evaluation import chunk_width
+    assert chunk_width(60, 40) == 30              # 2 x 30, not 40 + 20 played padding envs
+    assert chunk_width(200, 40) == 40 and chunk_width(61, 40) == 31 and chunk_width(3, 64) == 3
+    with pytest.raises(ValueError, match="eval_batch must be >= 1"):
+        chunk_width(10, 0)
+
+
+def test_the_evaluation_width_counts_repeats_so_a_tasks_repeats_run_side_by_side(tmp_path, capsys):
+    tr = Trainer(_cfg(tmp_path, eval_tasks=3, eval_batch=8, eval_repeats=2),
+                 make_env=lambda: FakeCraftEnv(max_steps=3), train_tasks=list(range(8)), eval_tasks=[7, 8, 9])
+    assert tr.collector("eval").n == 6            # 3 tasks x 2 repeats in one chunk, not 2 chunks of 3
+    assert tr.evaluate()["eval_n"] == 6 and "last chunk pads" not in capsys.readouterr().out
