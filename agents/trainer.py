@@ -36,6 +36,8 @@ from agents.gpu_memory import PhaseMemory, prefer_expandable_segments, progress_
 from agents.ppo import agg_loss, check_loss_options, ppo_terms, response_logprobs, row_logp_sums
 from agents.prompts import make_prompter
 from agents.rollout import RolloutCollector, RolloutSettings
+from agents.row_order import (by_episode, micro_batch_order, prefix_codes, prefix_groups, shares_prefix,
+                              shuffled_rows)
 from agents.task_sampling import TASK_SAMPLERS, TaskTally, pick_tasks
 from agents.train_log import CsvLog, mixed_group_share
 
@@ -215,41 +217,13 @@ class Trainer:
         out, step = [], self.cfg.micro_batch_rows
         for s in range(0, len(rows), step):
             part = rows[s:s + step]
-            keys, episodes = self._prefix_groups(ro, part, grad=False)
+            keys, episodes = prefix_groups(self.cfg, ro, part, grad=False)
             lp, _, _ = response_logprobs(self.model, [ro.prompt_ids[r] for r in part],
                                          [ro.response_ids[r] for r in part], self.tok.pad_token_id,
                                          self.cfg.temperature, with_entropy=False, keys=keys,
                                          episodes=episodes, chunk_tokens=self.cfg.logits_chunk_tokens)
             out += [lp[k, :len(ro.response_ids[r])].cpu() for k, r in enumerate(part)]
         return out
-
-    def _sharing(self, ro, grad: bool = True) -> bool:
-        # the shared-prefix forward hands a KV cache between two calls, which gradient checkpointing drops
-        c = self.cfg
-        return (c.share_prefix and not (grad and c.gradient_checkpointing)
-                and len(ro.prefix_keys) == len(ro.prompt_ids))
-
-    def _by_episode(self, ro) -> bool:
-        """Mini-batches of whole episodes (their rows' env ids known), whose histories can run once."""
-        return self.cfg.episode_minibatches() and ro.env_index is not None
-
-    def _prefix_groups(self, ro, rows, grad: bool = True) -> tuple:
-        """Per-row task keys and episode ids for the shared-prefix forward (None, None: plain forward)."""
-        if not self._sharing(ro, grad):
-            return None, None
-        # an episode's history runs once only where its rows share micro-batches (episode mini-batches)
-        episodes = [int(ro.env_index[r]) for r in rows] if self._by_episode(ro) else None
-        return [ro.prefix_keys[r] for r in rows], episodes
-
-    def _shuffled_rows(self, ro, rows_all: np.ndarray, rng) -> np.ndarray:
-        """The rows in the order mini-batches take them: shuffled, or shuffled by whole episodes."""
-        if not self._by_episode(ro):
-            return rows_all[rng.permutation(len(rows_all))]
-        episode = ro.env_index[rows_all]
-        ids = np.unique(episode)
-        rank = np.empty(ids.max() + 1 if len(ids) else 0, dtype=np.int64)
-        rank[ids] = rng.permutation(len(ids))
-        return rows_all[np.argsort(rank[episode], kind="stable")]     # an episode's rows stay in step order
 
     def update(self, ro, adv: np.ndarray, rng) -> dict:
         c = self.cfg
@@ -277,30 +251,25 @@ class Trainer:
         c = self.cfg
         dev = next(self.model.parameters()).device
         lengths = np.array([len(r) for r in ro.response_ids])
-        share = self._sharing(ro)
-        by_episode = self._by_episode(ro)
-        key_code = np.unique([str(k) for k in ro.prefix_keys], return_inverse=True)[1] if share else None
+        whole_episodes = by_episode(c, ro)
+        key_code = prefix_codes(ro) if shares_prefix(c, ro) else None
         mini = c.mini_batch_rows or max(1, len(rows_all))   # an empty update (all rows skipped) is fine
         sums = {"loss": 0.0, "pg_loss": 0.0, "kl": 0.0, "entropy": 0.0, "clipfrac": 0.0}
         grad_norms = []
         self.model.train()
         for _ in range(c.ppo_epochs):
-            order = self._shuffled_rows(ro, rows_all, rng)
+            order = shuffled_rows(ro, rows_all, rng, whole_episodes)
             for s in range(0, len(order), mini):
                 mb = order[s:s + mini]
                 T = float(lengths[mb].sum())
                 self.optimizer.zero_grad(set_to_none=True)
-                # micro-batches of one task share its prompt prefix, of one episode its history, and of
-                # similar length pad less; the token-mean is over the whole mini-batch either way
-                by_length = [len(ro.prompt_ids[r]) + lengths[r] for r in mb]
-                mb_sorted = mb[np.lexsort((mb, ro.env_index[mb], key_code[mb])) if by_episode and share
-                               else np.lexsort((by_length, key_code[mb] if share else np.zeros(len(mb))))]
+                mb_sorted = micro_batch_order(ro, mb, lengths, key_code, whole_episodes)
                 for m0 in range(0, len(mb), c.micro_batch_rows):
                     rows = mb_sorted[m0:m0 + c.micro_batch_rows]
                     old = [old_all[r] for r in rows]
                     p_ids = [ro.prompt_ids[r] for r in rows]
                     r_ids = [ro.response_ids[r] for r in rows]
-                    row_keys, row_episodes = self._prefix_groups(ro, rows)
+                    row_keys, row_episodes = prefix_groups(c, ro, rows)
                     logp, ent, mask = response_logprobs(self.model, p_ids, r_ids, self.tok.pad_token_id,
                                                         c.temperature, keys=row_keys, episodes=row_episodes,
                                                         chunk_tokens=c.logits_chunk_tokens)

@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from agents.prefix import split_prompts, split_spines
+from agents.row_order import by_episode, shuffled_rows
 from test_trainer import _cfg, _trainer
 
 
@@ -38,7 +39,7 @@ def test_episode_minibatches_keep_each_episodes_rows_together_in_step_order(tmp_
     assert tr.cfg.compact() and tr.cfg.episode_minibatches()     # auto: episodes with compact prompts
     ro, rng = tr.rollout(1)
     rows = np.arange(len(ro.response_ids))
-    order = tr._shuffled_rows(ro, rows, rng)
+    order = shuffled_rows(ro, rows, rng, by_episode(tr.cfg, ro))
     assert sorted(order.tolist()) == rows.tolist()
     episode = ro.env_index[order]
     assert np.count_nonzero(episode[1:] != episode[:-1]) == len(np.unique(episode)) - 1
