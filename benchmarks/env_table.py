@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 import json
 import os
 import time
@@ -40,10 +41,31 @@ from typing import Callable
 from benchmarks.train_table import build_warm_start, common_settings, evaluate_once, rl_seconds
 
 
-def alfworld_task_type(task_id: str) -> str:
-    """The ALFWorld task type of a task id (``bipace_envs.alfworld.games.task_type_of``)."""
+def alfworld_task_type(task_id: str, env_kwargs: dict | None = None) -> str:
+    """The ALFWorld task type of a task id (``bipace_envs.alfworld.games.task_type_of``; the id names it,
+    so ``env_kwargs`` is not needed)."""
     from bipace_envs.alfworld.games import task_type_of
     return task_type_of(task_id)
+
+
+def webshop_goal_options(task_id: str, env_kwargs: dict | None = None) -> str:
+    """How many options a WebShop goal's purchase must choose (``0 options`` .. ``2 options``) in the
+    catalogue ``env_kwargs`` makes: a policy that buys without clicking the options still scores on a
+    goal without options and loses the 1.0 on the others, so this grouping shows that failure."""
+    n = len(_webshop_goals(json.dumps(env_kwargs or {}, sort_keys=True))[int(task_id)]["goal_options"])
+    return f"{n} option{'' if n == 1 else 's'}"
+
+
+@functools.lru_cache(maxsize=4)
+def _webshop_goals(env_kwargs_json: str) -> list:
+    import gymnasium as gym
+    import bipace_envs  # noqa: F401  (registers the envs)
+    # the goal list does not depend on the split; "test" is one every catalogue has (the fixture's 5 goals)
+    env = gym.make("bipace/WebShop-v0", **({"split": "test"} | json.loads(env_kwargs_json)))
+    try:
+        return env.unwrapped.goals
+    finally:
+        env.close()
 
 
 @dataclass(frozen=True)
@@ -59,7 +81,9 @@ class HeldOut:
 class TableSpec:
     """What a preset's table scores on and how it groups tasks in the report."""
     held_out: tuple
-    group_of: Callable[[str], str] | None = None     # task id -> group label (None: no per-group table)
+    # (task id, the set's env kwargs) -> group label, for per-group tables of held-out sets and the screen
+    group_of: Callable[[str, dict], str] | None = None
+    group_label: str = "task type"                   # the per-group tables' first column
     report_score: bool = False                       # report the mean final score too (WebShop)
     screen_tasks: int = 0                            # the screen plays the first N training tasks (0 = all)
     pool_held_out: bool = False                      # also report every held-out set's episodes together
@@ -73,6 +97,7 @@ TABLES: dict[str, TableSpec] = {
                                 pool_held_out=True),
     "webshop-table": TableSpec((HeldOut("test", "test"),
                                 HeldOut("fixture", "test", WEBSHOP_FIXTURE_KWARGS, repeats=8)),
+                               group_of=webshop_goal_options, group_label="goal",
                                report_score=True, screen_tasks=160),
 }
 

@@ -5,8 +5,9 @@
 Per held-out set and policy (and over all sets pooled, for ALFWorld's two game sets): success with its 95%
 Wilson interval, WebShop's mean score (95% t interval over episodes), the paired change episode by episode
 (the same tasks, env seeds and decoding seeds: a difference's interval from the per-episode differences) of
-the warm start from zero-shot and of each RL run from the warm start, per task type (ALFWorld), the share
-of answers the env refused, and minutes. Per RL run: training success per iteration (the curve,
+the warm start from zero-shot and of each RL run from the warm start, per group of tasks (ALFWorld's task
+types, WebShop's goal option counts), the share of answers the env refused, and minutes; the screen's
+won training tasks per group. Per RL run: training success per iteration (the curve,
 ``curves.png``) and its first/last-window means, RL minutes.
 """
 from __future__ import annotations
@@ -154,7 +155,9 @@ def markdown(out: Path, spec, cfg, runs: list) -> tuple[str, dict]:
                                               "minutes": ev["wall_s"] / 60}
         lines.append("")
         if spec.group_of is not None and name in evals:
-            lines += group_table(by_policy, spec.group_of)
+            kwargs = set_env_kwargs(spec, cfg, name)
+            lines += group_table(by_policy, lambda t: spec.group_of(t, kwargs), spec.group_label)
+    lines += screen_lines(out, spec, cfg)
     rows = run_rows(out, cfg, runs)
     if rows:
         lines += ["## RL runs\n",
@@ -169,14 +172,43 @@ def markdown(out: Path, spec, cfg, runs: list) -> tuple[str, dict]:
     return "\n".join(lines), data
 
 
-def group_table(by_policy: dict, group_of) -> list[str]:
-    """Success per task type (rows) and policy (columns), each with its Wilson interval."""
+def set_env_kwargs(spec, cfg, name: str) -> dict:
+    """The env kwargs held-out set ``name`` is played with (the config's eval_env_kwargs, then the set's)."""
+    held = {h.name: h for h in spec.held_out}[name]
+    return json.loads(cfg.eval_env_kwargs) | held.env_kwargs
+
+
+def screen_lines(out: Path, spec, cfg) -> list[str]:
+    """The screen's training tasks won at least once, in all and per group: RL trains only on those, so
+    a group the screen never won is one RL never practises."""
+    screen = _read(out / "screen.json")
+    if screen is None:
+        return []
+    by_task = screen["by_task"]
+    won = sum(1 for w, _ in by_task.values() if w > 0)
+    lines = ["## Screen: the training tasks RL samples\n",
+             f"The warm start won {won} of {len(by_task)} screened training tasks at least once "
+             f"({screen['wall_s'] / 60:.1f} min).\n"]
+    if spec.group_of is not None:
+        kwargs = cfg.env_kwargs_dict()
+        groups: dict[str, list] = {}
+        for task, (w, _) in by_task.items():
+            tally = groups.setdefault(spec.group_of(task, kwargs), [0, 0])
+            tally[0], tally[1] = tally[0] + int(w > 0), tally[1] + 1
+        lines += [f"| {spec.group_label} | won at least once / screened |", "|---|---|"]
+        lines += [f"| {g} | {w}/{n} |" for g, (w, n) in sorted(groups.items())] + [""]
+    return lines
+
+
+def group_table(by_policy: dict, group_of, label: str = "task type") -> list[str]:
+    """Success per group of tasks (rows: ALFWorld's task types, WebShop's goal option counts) and policy
+    (columns), each with its Wilson interval."""
     policies = list(by_policy)
     groups: dict[str, dict[str, list]] = {}
     for policy, ev in by_policy.items():
         for task, won in zip(ev["episodes"]["tasks"], ev["episodes"]["won"]):
             groups.setdefault(group_of(task), {}).setdefault(policy, []).append(won)
-    lines = ["| task type | " + " | ".join(policies) + " |", "|---|" + "---|" * len(policies)]
+    lines = [f"| {label} | " + " | ".join(policies) + " |", "|---|" + "---|" * len(policies)]
     for g in sorted(groups):
         cells = [rate(groups[g][p]) if p in groups[g] else "-" for p in policies]
         lines.append(f"| {g} | " + " | ".join(cells) + " |")

@@ -35,6 +35,7 @@ def test_webshop_table_runs_every_stage_keeps_them_and_refuses_other_settings(
     for row in ("| warm_start |", "| zero_shot |", "| gigpo_seed0 |"):
         assert row in text
     assert "## Held out: test" in text and "## Held out: fixture" in text
+    assert text.count("| goal | warm_start | zero_shot | gigpo_seed0 |") == 2     # per option count, each set
     fixture = json.loads((tmp_path / "evals" / "warm_start__fixture.json").read_text())
     assert fixture["eval_n"] == 3 * 8           # eval_tasks=3 of the fixture's 5 goals x its 8 repeats
     test = json.loads((tmp_path / "evals" / "gigpo_seed0__test.json").read_text())
@@ -88,6 +89,33 @@ def test_alfworld_held_out_sets_are_the_real_games_grouped_by_task_type():
     assert fields["eval_split"] == "valid_unseen"
     assert json.loads(fields["eval_env_kwargs"])["games_per_task"] == 10
     assert env_table.eval_fields(cfg, None)["eval_env_kwargs"] == "{}"      # the screen plays training games
+
+
+def test_webshop_goals_are_grouped_by_the_options_their_purchase_must_choose(shared_dir):
+    import gymnasium as gym
+    import bipace_envs  # noqa: F401
+    group = env_table.TABLES["webshop-table"].group_of
+    fixture = dict(env_table.WEBSHOP_FIXTURE_KWARGS, data_dir=str(shared_dir / "data" / "webshop-fixture"))
+    for kwargs in ({}, fixture):
+        env = gym.make("bipace/WebShop-v0", split="test", **kwargs)
+        goals = env.unwrapped.goals
+        env.close()
+        counts = [len(g["goal_options"]) for g in goals[:40]]
+        assert [group(str(k), kwargs) for k in range(len(counts))] == \
+            [f"{n} option{'' if n == 1 else 's'}" for n in counts]
+        if kwargs == {}:
+            assert len(set(counts)) == 3          # the generated goals have 0, 1 and 2 options
+
+
+def test_the_report_says_which_groups_the_screen_won(tmp_path):
+    from agents.presets import get_preset
+    from benchmarks.env_table_report import markdown
+    by_task = {"gen/train/look_at_obj_in_light/00001": [1, 1], "gen/train/look_at_obj_in_light/00002": [0, 1],
+               "gen/train/pick_heat_then_place_in_recep/00001": [0, 1]}
+    (tmp_path / "screen.json").write_text(json.dumps({"by_task": by_task, "wall_s": 120.0}))
+    text, _ = markdown(tmp_path, env_table.TABLES["alfworld-table"], get_preset("alfworld-table"), [])
+    assert "won 1 of 3 screened training tasks at least once (2.0 min)" in text
+    assert "| look_at_obj_in_light | 1/2 |" in text and "| pick_heat_then_place_in_recep | 0/1 |" in text
 
 
 def test_report_statistics():
