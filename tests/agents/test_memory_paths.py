@@ -88,7 +88,10 @@ def test_chunked_head_equals_the_whole_logits(policy, keys):
     assert (lp1[~m] == 0).all() and (ent1[~m] == 0).all()
     assert g0.keys() == g1.keys() and len(g0) > 0
     for name in g0:
-        assert torch.allclose(g1[name], g0[name], atol=1e-5, rtol=1e-4), name
+        # float32 sums in another order through 30 blocks' backward: ~3e-4 of the gradient's norm on one
+        # CPU (AMD EPYC), beyond a per-element 1e-4 there; a wrong chunk or mask is off by O(1)
+        err = torch.linalg.vector_norm(g1[name] - g0[name]) / torch.linalg.vector_norm(g0[name])
+        assert err < 2e-3, (name, float(err))
 
 
 def test_chunked_head_without_grad_and_without_entropy(policy):
