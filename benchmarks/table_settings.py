@@ -67,6 +67,14 @@ def table_defaults(table: dict) -> dict:
     return table
 
 
+def legacy_eval_width(eval_tasks: int, depths) -> int:
+    """The envs a pre-preset table's evaluations stepped together: min(77, its held-out goals), whatever
+    the repeats (evaluations now split the episodes into equal chunks of at most ``eval_batch``, and that
+    width keeps the old chunks, so the old seeds and the scores already kept)."""
+    from bipace_envs.textcraft.tasks import list_tasks
+    return min(77, eval_tasks or len(list(list_tasks("agentgym", "test", tuple(depths)))))
+
+
 def from_legacy(old: dict, folder: Path) -> dict:
     """A pre-preset ``table_settings.json`` (train_table's flags) as the stored form of today."""
     from agents.config import TrainConfig
@@ -98,7 +106,7 @@ def from_legacy(old: dict, folder: Path) -> dict:
         drift_rows=flags["drift_rows"], eps=of_model.resolved_eps(), hidden_layer=hidden,
         task_sampling=flags["task_sampling"], mode=flags["mode"], dynamic_sampling=flags["dynamic_sampling"],
         eval_before=True, eval_every=flags["eval_every"], eval_tasks=eval_tasks,
-        eval_repeats=flags["eval_repeats"], eval_batch=min(77, eval_tasks or 77),
+        eval_repeats=flags["eval_repeats"], eval_batch=legacy_eval_width(eval_tasks, flags["depths"]),
         eval_temperature=flags["eval_temperature"], checkpoint_every=1, tensorboard=True)
     table = table_defaults({k: flags[k] for k in TABLE_OPTIONS})
     return {"format": FORMAT, "preset": "textcraft-table", "config": dataclasses.asdict(config),
