@@ -52,7 +52,10 @@ def webshop_goal_options(task_id: str, env_kwargs: dict | None = None) -> str:
     """How many options a WebShop goal's purchase must choose (``0 options`` .. ``2 options``) in the
     catalogue ``env_kwargs`` makes: a policy that buys without clicking the options still scores on a
     goal without options and loses the 1.0 on the others, so this grouping shows that failure."""
-    n = len(_webshop_goals(json.dumps(env_kwargs or {}, sort_keys=True))[int(task_id)]["goal_options"])
+    kwargs = dict(env_kwargs or {})
+    if kwargs.get("data_dir"):          # a relative folder means another one from another directory
+        kwargs["data_dir"] = str(Path(kwargs["data_dir"]).resolve())
+    n = len(_webshop_goals(json.dumps(kwargs, sort_keys=True))[int(task_id)]["goal_options"])
     return f"{n} option{'' if n == 1 else 's'}"
 
 

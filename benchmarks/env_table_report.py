@@ -156,7 +156,10 @@ def markdown(out: Path, spec, cfg, runs: list) -> tuple[str, dict]:
         lines.append("")
         if spec.group_of is not None and name in evals:
             kwargs = set_env_kwargs(spec, cfg, name)
-            lines += group_table(by_policy, lambda t: spec.group_of(t, kwargs), spec.group_label)
+            try:
+                lines += group_table(by_policy, lambda t: spec.group_of(t, kwargs), spec.group_label)
+            except (FileNotFoundError, ValueError) as exc:     # the set's data is not where its kwargs say
+                lines += [f"(no per-{spec.group_label} table for {name}: {exc})", ""]
     lines += screen_lines(out, spec, cfg)
     rows = run_rows(out, cfg, runs)
     if rows:
@@ -192,9 +195,12 @@ def screen_lines(out: Path, spec, cfg) -> list[str]:
     if spec.group_of is not None:
         kwargs = cfg.env_kwargs_dict()
         groups: dict[str, list] = {}
-        for task, (w, _) in by_task.items():
-            tally = groups.setdefault(spec.group_of(task, kwargs), [0, 0])
-            tally[0], tally[1] = tally[0] + int(w > 0), tally[1] + 1
+        try:
+            for task, (w, _) in by_task.items():
+                tally = groups.setdefault(spec.group_of(task, kwargs), [0, 0])
+                tally[0], tally[1] = tally[0] + int(w > 0), tally[1] + 1
+        except (FileNotFoundError, ValueError) as exc:
+            return lines + [f"(no per-{spec.group_label} table for the screen: {exc})", ""]
         lines += [f"| {spec.group_label} | won at least once / screened |", "|---|---|"]
         lines += [f"| {g} | {w}/{n} |" for g, (w, n) in sorted(groups.items())] + [""]
     return lines

@@ -72,7 +72,8 @@ def legacy_eval_width(eval_tasks: int, depths) -> int:
     the repeats (evaluations now split the episodes into equal chunks of at most ``eval_batch``, and that
     width keeps the old chunks, so the old seeds and the scores already kept)."""
     from bipace_envs.textcraft.tasks import list_tasks
-    return min(77, eval_tasks or len(list(list_tasks("agentgym", "test", tuple(depths)))))
+    goals = len(list(list_tasks("agentgym", "test", tuple(depths))))
+    return min(77, eval_tasks or goals, goals)
 
 
 def from_legacy(old: dict, folder: Path) -> dict:

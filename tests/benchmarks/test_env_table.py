@@ -107,6 +107,21 @@ def test_webshop_goals_are_grouped_by_the_options_their_purchase_must_choose(sha
             assert len(set(counts)) == 3          # the generated goals have 0, 1 and 2 options
 
 
+def test_a_report_run_where_the_fixture_is_not_says_so_and_keeps_the_other_tables(tmp_path, monkeypatch):
+    from agents.presets import get_preset
+    from benchmarks.env_table_report import markdown
+    for held in ("test", "fixture"):
+        ev = {"episodes": {"tasks": ["0", "1"], "won": [1, 0], "scores": [1.0, 0.5]}, "eval_success": 0.5,
+              "wall_s": 6.0}
+        (tmp_path / "evals").mkdir(exist_ok=True)
+        (tmp_path / "evals" / f"warm_start__{held}.json").write_text(json.dumps(ev))
+    monkeypatch.chdir(tmp_path)                  # the preset's fixture folder is relative to the repo root
+    text, _ = markdown(tmp_path, env_table.TABLES["webshop-table"], get_preset("webshop-table"), [])
+    assert "| goal | warm_start |" in text                     # the generated test goals still grouped
+    assert "(no per-goal table for fixture: WebShop data check failed" in text
+    assert "## Held out: fixture" in text
+
+
 def test_the_report_says_which_groups_the_screen_won(tmp_path):
     from agents.presets import get_preset
     from benchmarks.env_table_report import markdown

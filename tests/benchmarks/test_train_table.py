@@ -96,6 +96,7 @@ def test_a_table_made_before_presets_continues_with_its_stored_flags(tmp_path, c
     assert (config["hidden_layer"], config["lora_alpha"], config["eval_batch"]) == (0, 32, 2)
     from benchmarks.table_settings import legacy_eval_width
     assert legacy_eval_width(0, [1]) == 27 and legacy_eval_width(0, [1, 2, 3]) == 77     # min(77, goals)
+    assert legacy_eval_width(50, [1]) == 27 and legacy_eval_width(10, [1]) == 10
     assert stored["table"] == {"warm_start_seed": 0, "screen_repeats": 0, "min_ingredients": 1,
                                "also_simpler": 0, "train_goals": None}
     with pytest.raises(SystemExit, match="'env_kwargs': "):
