@@ -79,6 +79,10 @@ class HeldOut:
     env_kwargs: dict = field(default_factory=dict)
     repeats: int = 0            # episodes per task (0 = the config's eval_repeats): for sets of few tasks
 
+    def env_kwargs_under(self, cfg) -> dict:
+        """The gym.make kwargs this set is played with: the config's eval_env_kwargs, then the set's."""
+        return json.loads(cfg.eval_env_kwargs) | self.env_kwargs
+
 
 @dataclass(frozen=True)
 class TableSpec:
@@ -145,8 +149,7 @@ def eval_fields(cfg, held: HeldOut | None) -> dict:
     fields = common_settings(cfg) | {"lora_layers": cfg.lora_layers, "lora_mlp": cfg.lora_mlp}
     if held is None:
         return fields | {"eval_split": cfg.train_split, "eval_env_kwargs": "{}", "eval_tasks": 0}
-    extra = json.loads(cfg.eval_env_kwargs) | held.env_kwargs
-    return fields | {"eval_split": held.split, "eval_env_kwargs": json.dumps(extra),
+    return fields | {"eval_split": held.split, "eval_env_kwargs": json.dumps(held.env_kwargs_under(cfg)),
                      "eval_repeats": held.repeats or cfg.eval_repeats}
 
 

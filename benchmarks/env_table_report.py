@@ -155,7 +155,7 @@ def markdown(out: Path, spec, cfg, runs: list) -> tuple[str, dict]:
                                               "minutes": ev["wall_s"] / 60}
         lines.append("")
         if spec.group_of is not None and name in evals:
-            kwargs = set_env_kwargs(spec, cfg, name)
+            kwargs = {h.name: h for h in spec.held_out}[name].env_kwargs_under(cfg)
             try:
                 lines += group_table(by_policy, lambda t: spec.group_of(t, kwargs), spec.group_label)
             except (FileNotFoundError, ValueError) as exc:     # the set's data is not where its kwargs say
@@ -173,12 +173,6 @@ def markdown(out: Path, spec, cfg, runs: list) -> tuple[str, dict]:
         lines.append("")
         data["runs"] = rows
     return "\n".join(lines), data
-
-
-def set_env_kwargs(spec, cfg, name: str) -> dict:
-    """The env kwargs held-out set ``name`` is played with (the config's eval_env_kwargs, then the set's)."""
-    held = {h.name: h for h in spec.held_out}[name]
-    return json.loads(cfg.eval_env_kwargs) | held.env_kwargs
 
 
 def screen_lines(out: Path, spec, cfg) -> list[str]:
