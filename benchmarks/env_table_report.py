@@ -79,12 +79,22 @@ def run_rows(out: Path, cfg, runs: list, window: int = 2) -> list[dict]:
         if not (run / "train.csv").exists():
             continue
         curve = success_curve(run)
+        # one iteration has no first and last window to compare: None, which results.json keeps valid
         first, last = (curve_ends(curve, curve_window(len(curve), window)) if len(curve) >= 2
-                       else (np.nan, np.nan))
+                       else (None, None))
         rows.append({"run": run.name, "curve": curve, "first": first, "last": last,
                      "rl_min": rl_seconds(run) / 60, "iterations": len(curve), "of": cfg.iterations,
                      "done": (run / "summary.json").exists()})
     return rows
+
+
+def curve_cell(row: dict) -> str:
+    """The RL-runs table's training cell: first -> last window, or what there is before two iterations."""
+    if row["first"] is not None:
+        return f"{100 * row['first']:.0f}% -> {100 * row['last']:.0f}%"
+    if row["curve"]:
+        return f"{100 * row['curve'][0]:.0f}% (one iteration so far)"
+    return "- (no iteration yet)"
 
 
 def pooled(evals: dict) -> dict:
@@ -168,8 +178,8 @@ def markdown(out: Path, spec, cfg, runs: list) -> tuple[str, dict]:
                   "|---|---|---|---|"]
         for r in rows:
             state = "" if r["done"] else " (running)"
-            lines.append(f"| {r['run']} | {r['iterations']}/{r['of']}{state} | {100 * r['first']:.0f}% -> "
-                         f"{100 * r['last']:.0f}% | {r['rl_min']:.1f} |")
+            lines.append(f"| {r['run']} | {r['iterations']}/{r['of']}{state} | {curve_cell(r)} | "
+                         f"{r['rl_min']:.1f} |")
         lines.append("")
         data["runs"] = rows
     return "\n".join(lines), data

@@ -133,6 +133,30 @@ def test_the_report_says_which_groups_the_screen_won(tmp_path):
     assert "| look_at_obj_in_light | 1/2 |" in text and "| pick_heat_then_place_in_recep | 0/1 |" in text
 
 
+def test_the_rl_runs_table_says_what_a_run_has_before_it_has_two_iterations(tmp_path):
+    from agents.presets import get_preset
+    from benchmarks.env_table_report import markdown
+
+    def train_csv(run, success):
+        (tmp_path / run).mkdir()
+        rows = ["iteration,success,rollout_s,estimator_s,update_s"]
+        rows += [f"{i + 1},{s},30,0,30" for i, s in enumerate(success)]
+        (tmp_path / run / "train.csv").write_text("\n".join(rows) + "\n")
+
+    train_csv("gigpo_seed0", [0.25])
+    train_csv("bipace_seed0", [0.2, 0.4, 0.5, 0.7])
+    train_csv("gigpo_seed1", [])                                # header only: started, nothing finished
+    runs = [("gigpo", 0), ("bipace", 0), ("gigpo", 1)]
+    text, data = markdown(tmp_path, env_table.TABLES["webshop-table"], get_preset("webshop-table"), runs)
+    assert "| gigpo_seed0 | 1/" in text and "| 25% (one iteration so far) | 1.0 |" in text
+    assert "| 30% -> 60% | 4.0 |" in text                      # first and last 2 of 4 iterations
+    assert "| gigpo_seed1 | 0/" in text and "- (no iteration yet)" in text
+    assert "nan" not in text
+    first = {r["run"]: r["first"] for r in data["runs"]}
+    assert first["gigpo_seed0"] is None and first["bipace_seed0"] == pytest.approx(0.3)
+    json.dumps(data, allow_nan=False)                           # results.json stays valid JSON
+
+
 def test_report_statistics():
     lo, hi = wilson95(0, 20)
     assert lo == 0.0 and 0.1 < hi < 0.2          # an interval above 0 even with no success
