@@ -6,7 +6,7 @@
     embedding = tap.value                                    # (n_rows, d) float32 -> "bipace_embedding"
 
 The state kept is the chosen decoder block's output at each sample's last prompt token: the state the
-policy answered from, the same vector ``agents.rollout.HiddenCapture`` keeps from ``generate``'s
+policy answered from, the same vector ``agents.capture.HiddenCapture`` keeps from ``generate``'s
 prefill in our own trainer. A forward hook reads it during the forward verl runs anyway (the old
 log-probs), so no extra pass is made; micro-batches append in call order. Positions: with a
 left-padded prompt + right-padded response layout the last prompt token of every row sits at column

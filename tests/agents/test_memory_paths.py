@@ -7,7 +7,7 @@ import torch
 from agents.gpu_memory import PhaseMemory, progress_text
 from agents.models import LoraSettings, add_lora, load_policy
 from agents.ppo import plain_lm_head, response_logprobs
-from agents.rollout import SampledLogprobs
+from agents.capture import SampledLogprobs
 
 
 @pytest.fixture(scope="module", params=["tiny", "smollm2-135m"])

@@ -24,7 +24,7 @@ def verl_layout(tok, prompts, responses, prompt_width, response_width):
 
 
 # not -1: HF's hidden_states[-1] has the final norm applied, the last block's output (what the hook and
-# agents.rollout.HiddenCapture read) does not
+# agents.capture.HiddenCapture read) does not
 @pytest.mark.parametrize("layer", [None, -2, 1])
 def test_tap_in_the_log_prob_forward_equals_a_direct_forward(tiny, layer):
     model, tok = tiny
