@@ -121,6 +121,28 @@ def prefill(model, split: PromptSplit):
     return cache
 
 
+def gatherable(cache) -> bool:
+    """Whether ``gather_columns`` can index ``cache``: plain growing layers only (sliding-window, static and
+    quantised layers place their columns themselves)."""
+    from transformers.cache_utils import DynamicLayer
+    return all(type(layer) is DynamicLayer for layer in getattr(cache, "layers", [None]))
+
+
+def gather_columns(cache, index: torch.Tensor) -> None:
+    """Keep in row r of every layer of a ``DynamicCache`` only the columns ``index[r]`` names, in that order:
+    (N, K) column indices (N = the cache's rows). Keys already carry their rotary positions, so a kept
+    column means what it meant where it was; columns given only to pad a row are masked by the caller."""
+    if not gatherable(cache):
+        raise TypeError(f"can only gather columns of DynamicLayer caches, got "
+                        f"{sorted({type(x).__name__ for x in getattr(cache, 'layers', [cache])})}")
+    for layer in cache.layers:
+        if layer.get_seq_length() == 0:
+            continue
+        n, heads, _, dim = layer.keys.shape
+        where = index.to(layer.keys.device)[:, None, :, None].expand(n, heads, index.shape[1], dim)
+        layer.keys, layer.values = layer.keys.gather(2, where), layer.values.gather(2, where)
+
+
 @dataclass
 class SpineSplit:
     """A ``PromptSplit`` whose rows are cut once more, after the part of their episode's *spine* they share.

@@ -26,8 +26,8 @@ from transformers import StoppingCriteriaList
 
 from agents.capture import HiddenCapture, SampledLogprobs
 from agents.parsing import parse_action
-from agents.prefix import (cache_kwarg, common_prefix_len, hashable_key, left_pad, output_cache, prefill,
-                           split_prompts)
+from agents.prefix import (cache_kwarg, common_prefix_len, gather_columns, gatherable, hashable_key, left_pad,
+                           output_cache, prefill, split_prompts)
 from agents.replay import ReplayPrefix
 
 
@@ -50,6 +50,8 @@ class RolloutSettings:
     share_prefix: bool = True         # run each task's common prompt prefix once per step (agents.prefix)
     carry_cache: bool = True          # keep each env's KV cache between steps: a step runs only what its
     #                                   prompt adds to the previous one (with share_prefix)
+    compact_cache: bool = True        # with carry_cache: drop the columns a step does not reuse (the old
+    #                                   instruction tail, the answer, padding) instead of masking them
 
 
 def _indexed_env(make_env, index):
@@ -94,7 +96,9 @@ class CarriedCache:
     """The KV cache one step's ``generate`` leaves, kept for the next step of the same envs: a compact
     prompt repeats the previous step's prompt up to its instruction tail, so those tokens need not run
     again. Cache columns that held the old tail, padding or the answer are masked out (a gapped mask, as
-    in ``agents.prefix``), so each row sees exactly its new prompt."""
+    in ``agents.prefix``), so each row sees exactly its new prompt. ``compact`` gathers each row's reused
+    columns to the front instead (``agents.prefix.gather_columns``): attention then reads only live columns,
+    where the masked ones grew the cache by a prompt tail and an answer every step (2-3x the prompt)."""
     cache: object                   # batched over ``envs``
     envs: list                      # env index of each cache row
     prompts: list                   # each row's prompt tokens
@@ -103,20 +107,28 @@ class CarriedCache:
     def width(self) -> int:
         return self.prompt_cols.shape[1]
 
-    def continue_with(self, envs: list, prompts: list, device):
-        """Cache, (N, W) mask of the cached columns each new prompt reuses, and each prompt's new tokens."""
+    def continue_with(self, envs: list, prompts: list, device, compact: bool = False):
+        """Cache, (N, W) mask of the cached columns each new prompt reuses, and each prompt's new tokens.
+        With ``compact`` the cache keeps only the reused columns, each row's left-padded to the longest
+        (W = the most any row reuses)."""
         where = {e: k for k, e in enumerate(self.envs)}
         if any(e not in where for e in envs):
             raise ValueError(f"envs {sorted(set(envs) - set(where))} have no carried cache")
         rows = [where[e] for e in envs]
         cols = self.prompt_cols[rows]
-        keep = torch.zeros(cols.shape, dtype=torch.long)
-        suffixes = []
+        reused, suffixes = [], []
         for k, (r, p) in enumerate(zip(rows, prompts)):
             shared = min(common_prefix_len([p, self.prompts[r]]), len(p) - 1)   # one token left to feed
-            keep[k, torch.nonzero(cols[k])[:shared, 0]] = 1
+            reused.append(torch.nonzero(cols[k])[:shared, 0])
             suffixes.append(p[shared:])
         self.cache.batch_select_indices(torch.tensor(rows, device=device))
+        if compact and gatherable(self.cache):
+            index, keep = left_pad(reused, 0)       # padding columns point at column 0, masked out
+            gather_columns(self.cache, index)
+            return self.cache, keep, suffixes
+        keep = torch.zeros(cols.shape, dtype=torch.long)
+        for k, columns in enumerate(reused):
+            keep[k, columns] = 1
         return self.cache, keep, suffixes
 
 
@@ -197,10 +209,12 @@ class RolloutCollector:
         dev = next(self.model.parameters()).device
         prompts, extra = self._prompt_ids(texts), {}
         pad = self.tok.pad_token_id
-        if carried is not None and carried.width() > 2 * max(map(len, prompts)) + self.s.max_new_tokens:
+        compact = carried is not None and self.s.compact_cache and gatherable(carried.cache)
+        if (carried is not None and not compact
+                and carried.width() > 2 * max(map(len, prompts)) + self.s.max_new_tokens):
             carried = None      # mostly stale columns (prompts that share little): start afresh, bound memory
         if carried is not None:
-            cache, cached_mask, suffixes = carried.continue_with(envs, prompts, dev)
+            cache, cached_mask, suffixes = carried.continue_with(envs, prompts, dev, compact)
             ids, mask = left_pad(suffixes, pad)
             extra = {cache_kwarg(self.model): cache}
             ids = torch.cat([torch.full(cached_mask.shape, pad, dtype=torch.long), ids], 1)

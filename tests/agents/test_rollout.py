@@ -55,32 +55,75 @@ def test_hidden_state_is_the_last_prompt_token_of_the_chosen_layer(tiny, fake_en
 
 def test_carried_cache_gives_the_rows_of_fresh_prompts(tiny, fake_env_factory, monkeypatch):
     """Each step continuing from the env's previous KV cache (compact prompts only append) decodes the
-    same answers with the same log-probs and embeddings as running every prompt afresh."""
+    same answers with the same log-probs and embeddings as running every prompt afresh, whether the
+    columns a step does not reuse are masked or dropped; dropping them keeps the cache narrower."""
     model, tok = tiny
-    reused = []
+    reused, widths = [], {}
     real = CarriedCache.continue_with
 
-    def spy(self, envs, prompts, device):
+    def spy(self, envs, prompts, device, compact=False):
         reused.append(len(envs))
-        return real(self, envs, prompts, device)
+        cache, keep, suffixes = real(self, envs, prompts, device, compact)
+        assert cache.get_seq_length() == keep.shape[1]
+        widths.setdefault(compact, []).append(keep.shape[1])
+        return cache, keep, suffixes
 
     monkeypatch.setattr(CarriedCache, "continue_with", spy)
     rows = []
-    for carry in (False, True):
+    for carry, compact in ((False, False), (True, False), (True, True)):
+        reused.clear()
         rs = RolloutSettings(max_steps=3, max_new_tokens=6, require_think=False, do_sample=False,
-                             carry_cache=carry)
+                             carry_cache=carry, compact_cache=compact)
         prompter = make_prompter("textcraft", PromptSettings(require_think=False, compact=True,
                                                              history_length=3))
         col = RolloutCollector(model, tok, fake_env_factory, 4, prompter, rs, reward_won)
         rows.append(col.collect([0, 0, 5, 6], [3, 4, 4, 4], [7, 7, 8, 9]))
         col.close()
         assert bool(reused) == carry
-    fresh, carried = rows
+    fresh = rows[0]
     assert max(fresh.batch.step_idx) >= 1 and sum(reused) == int((fresh.batch.step_idx > 0).sum())
-    assert [p.tolist() for p in fresh.prompt_ids] == [p.tolist() for p in carried.prompt_ids]
-    assert [r.tolist() for r in fresh.response_ids] == [r.tolist() for r in carried.response_ids]
-    assert all(torch.allclose(a, b, atol=1e-4) for a, b in zip(fresh.old_logprobs, carried.old_logprobs))
-    assert np.allclose(fresh.batch.embedding, carried.batch.embedding, atol=1e-4)
+    for carried in rows[1:]:
+        assert [p.tolist() for p in fresh.prompt_ids] == [p.tolist() for p in carried.prompt_ids]
+        assert [r.tolist() for r in fresh.response_ids] == [r.tolist() for r in carried.response_ids]
+        assert all(torch.allclose(a, b, atol=1e-4) for a, b in zip(fresh.old_logprobs, carried.old_logprobs))
+        assert np.allclose(fresh.batch.embedding, carried.batch.embedding, atol=1e-4)
+    # the same steps continued; the compacted cache holds only reused columns, the masked one everything
+    assert len(widths[True]) == len(widths[False])
+    assert all(c <= m for c, m in zip(widths[True], widths[False]))
+    assert sum(widths[True]) < sum(widths[False])
+
+
+def test_gathered_cache_columns_continue_like_a_fresh_forward(tiny):
+    """``gather_columns`` on a cache with gaps (padding inside rows): the continuation's logits equal a
+    fresh forward over each row's real tokens: keys keep the positions they were computed at."""
+    from agents.prefix import cache_kwarg, gather_columns, gatherable, left_pad, output_cache, positions
+    model, _ = tiny
+    torch.manual_seed(0)
+    rows = [torch.randint(3, 200, (n,)) for n in (7, 4)]
+    # row 0: 7 tokens then 3 padding columns; row 1: 2 padding, 4 tokens, 4 padding (gapped layout)
+    ids = torch.zeros((2, 10), dtype=torch.long)
+    mask = torch.zeros((2, 10), dtype=torch.long)
+    ids[0, :7], mask[0, :7] = rows[0], 1
+    ids[1, 2:6], mask[1, 2:6] = rows[1], 1
+    nxt = torch.randint(3, 200, (2, 3))
+    with torch.no_grad():
+        cache = output_cache(model(input_ids=ids, attention_mask=mask, position_ids=positions(mask),
+                                   use_cache=True))
+        index, keep = left_pad([torch.nonzero(m)[:, 0] for m in mask], 0)
+        gather_columns(cache, index)
+        assert cache.get_seq_length() == 7 and keep.tolist() == [[1] * 7, [0, 0, 0, 1, 1, 1, 1]]
+        full = torch.cat([keep, torch.ones_like(nxt)], 1)
+        got = model(input_ids=nxt, attention_mask=full, position_ids=positions(full)[:, -3:],
+                    **{cache_kwarg(model): cache}).logits
+        for r in range(2):
+            want = model(input_ids=torch.cat([rows[r], nxt[r]])[None]).logits[0, -3:]
+            assert torch.allclose(got[r], want, atol=1e-4)
+    # caches that place their own columns (sliding windows, static, quantised) are not gathered
+    from types import SimpleNamespace
+    from transformers.cache_utils import DynamicSlidingWindowLayer
+    assert gatherable(cache) and not gatherable(SimpleNamespace(layers=[DynamicSlidingWindowLayer(4)]))
+    with pytest.raises(TypeError, match="DynamicSlidingWindowLayer"):
+        gather_columns(SimpleNamespace(layers=[DynamicSlidingWindowLayer(4)]), index)
 
 
 def test_old_logprobs_match_a_fresh_forward(tiny, fake_env_factory):
