@@ -7,15 +7,15 @@ collector's ``generate``, step by step, in three variants side by side in one ru
   (the old instruction tail, the answer, padding) are masked out, until the cache is twice the prompt;
 - ``compact``: carried, and those columns are dropped (``RolloutSettings.compact_cache``, the default).
 
-    python -m benchmarks.carried_cache                                   # webshop-table, 40 test goals
-    python -m benchmarks.carried_cache --preset alfworld-table --episodes 30 --repeats 2
+    python -m benchmarks.carried_cache                         # webshop-table, 40 test goals: 45 min
+    python -m benchmarks.carried_cache --preset alfworld-table --episodes 12       # 143 steps: 18 min
     python -m benchmarks.carried_cache --set max_new_tokens=16     # shorter answers: the prompt weighs more
 
 The prompts are the expert's, so every variant sees the same prompts whatever the model answers; answers
 are greedy with the preset's ``max_new_tokens`` (an untrained model's answers, only their length counts).
 Prints per variant the median seconds of the whole replay over ``--repeats`` interleaved repeats (the
-first round warms up and is not counted), the mean cache width a step attends to, and its ratio to the
-prompt length. Time it on an otherwise idle machine.
+first round warms up and is not counted), the mean width of the cache a step hands to the next (what
+its answer's last token attended to) and its ratio to the prompt length. Time it on an idle machine.
 """
 from __future__ import annotations
 
@@ -69,7 +69,7 @@ def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--preset", default="webshop-table", help="a preset of agents/presets.py")
     ap.add_argument("--episodes", type=int, default=40, help="held-out tasks replayed together (one batch)")
-    ap.add_argument("--repeats", type=int, default=2, help="replays per variant, interleaved")
+    ap.add_argument("--repeats", type=int, default=1, help="replays per variant, interleaved")
     ap.add_argument("--variants", nargs="+", default=list(VARIANTS), choices=list(VARIANTS))
     ap.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
                     help="override a TrainConfig field of the preset (repeatable)")
