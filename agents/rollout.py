@@ -110,7 +110,7 @@ class CarriedCache:
     def continue_with(self, envs: list, prompts: list, device, compact: bool = False):
         """Cache, (N, W) mask of the cached columns each new prompt reuses, and each prompt's new tokens.
         With ``compact`` the cache keeps only the reused columns, each row's left-padded to the longest
-        (W = the most any row reuses)."""
+        (W = the most any row reuses); ``agents.prefix.gatherable`` says which caches can be compacted."""
         where = {e: k for k, e in enumerate(self.envs)}
         if any(e not in where for e in envs):
             raise ValueError(f"envs {sorted(set(envs) - set(where))} have no carried cache")
@@ -122,7 +122,7 @@ class CarriedCache:
             reused.append(torch.nonzero(cols[k])[:shared, 0])
             suffixes.append(p[shared:])
         self.cache.batch_select_indices(torch.tensor(rows, device=device))
-        if compact and gatherable(self.cache):
+        if compact:                                 # the caller checked gatherable(cache)
             index, keep = left_pad(reused, 0)       # padding columns point at column 0, masked out
             gather_columns(self.cache, index)
             return self.cache, keep, suffixes
