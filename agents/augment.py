@@ -136,3 +136,14 @@ def make_augmenter(env: str, exclude: Iterable[str] = ()) -> Augmenter:
         raise ValueError(f"no renaming augmentation for env {env!r} (set sft_rename and rl_rename to 0); "
                          f"available: {sorted(AUGMENTERS)}")
     return AUGMENTERS[env](exclude)
+
+
+def renamed_env_factory(make_env: Callable, env: str, rate: float, exclude: Iterable[str] = ()) -> Callable:
+    """``make_env`` whose episodes play, with probability ``rate`` each, in a renamed world
+    (``RenamedWorld``; names in ``exclude``, such as the held-out goals, are never drawn). The maker holds
+    only what it needs, so it pickles for async and Ray envs."""
+    return functools.partial(_renamed_env, make_env, make_augmenter(env, exclude), rate)
+
+
+def _renamed_env(make_env: Callable, renamer: Augmenter, rate: float) -> RenamedWorld:
+    return RenamedWorld(make_env(), renamer, rate)

@@ -222,6 +222,20 @@ class TrainConfig:
                               show_admissible=self.show_admissible, compact=self.compact(),
                               history_chars=self.history_chars)
 
+    def rollout_settings(self, max_steps: int, train: bool):
+        """How this run plays episodes of at most ``max_steps``: training rollouts sample at ``temperature``
+        with ``top_p`` and record hidden states and log-probs; evaluations play at ``eval_temperature``
+        (0 = greedy) and record neither."""
+        from agents.rollout import RolloutSettings
+        temp = self.temperature if train else self.eval_temperature
+        return RolloutSettings(
+            max_steps=max_steps, max_new_tokens=self.max_new_tokens, max_prompt_tokens=self.max_prompt_tokens,
+            truncation=self.truncation, temperature=temp if temp > 0 else 1.0,
+            top_p=self.top_p if train else 1.0, do_sample=temp > 0,
+            capture_hidden=self.capture_hidden and train, hidden_layer=self.resolved_hidden_layer(),
+            logprobs=train, require_think=self.think_required(), key_kind=self.key_kind,
+            share_prefix=self.share_prefix, carry_cache=self.carry_cache and self.compact())
+
     def episode_minibatches(self) -> bool:
         if self.minibatch_unit not in ("row", "episode", "auto"):
             raise ValueError(f"minibatch_unit must be row | episode | auto, got {self.minibatch_unit!r}")

@@ -3,6 +3,7 @@
     from agents.envs import get_env_spec
     spec = get_env_spec("textcraft")
     env = spec.make(max_steps=30, depths=(1, 2)); spec.tasks(env, "train")
+    spec.split_tasks(functools.partial(spec.make, depths=(1, 2)), "test")   # makes and closes an env
     env.reset(options={"task_id": "stick", **spec.expert_reset_options}); spec.expert(env)
 
 Reward maps turn the env's raw step reward into the training reward: 10 on success for TextCraft and
@@ -59,6 +60,15 @@ class EnvSpec:
     def make(self, **kwargs):
         import bipace_envs  # noqa: F401  (registers the ids)
         return gym.make(self.gym_id, **kwargs)
+
+    def split_tasks(self, make_env: Callable, split: str, limit: int | None = None) -> list:
+        """The task ids of ``split`` (its first ``limit``) in the env ``make_env()`` builds, which is made
+        for this and closed again (task lists come from the env, so its kwargs choose them)."""
+        env = make_env()
+        try:
+            return list(self.tasks(env, split))[:limit]
+        finally:
+            env.close()
 
 
 def textcraft_tasks(env, split: str) -> list[str]:

@@ -35,7 +35,7 @@ from agents.evaluation import chunk_width, evaluate_tasks
 from agents.gpu_memory import PhaseMemory, prefer_expandable_segments, progress_text
 from agents.ppo import agg_loss, check_loss_options, ppo_terms, response_logprobs, row_logp_sums
 from agents.prompts import make_prompter
-from agents.rollout import RolloutCollector, RolloutSettings
+from agents.rollout import RolloutCollector
 from agents.row_order import (by_episode, micro_batch_order, prefix_codes, prefix_groups, shares_prefix,
                               shuffled_rows)
 from agents.task_sampling import TASK_SAMPLERS, TaskTally, pick_tasks
@@ -60,9 +60,9 @@ class Trainer:
             self.make_env = self._env_factory(cfg.env_kwargs_dict(), cfg.train_split)
             self.make_eval_env = self._env_factory(cfg.env_kwargs_dict(held_out=True), cfg.eval_split)
         if train_tasks is None:
-            train_tasks = self._list_tasks(self.make_env, cfg.train_split)
+            train_tasks = self.spec.split_tasks(self.make_env, cfg.train_split)
         if eval_tasks is None:
-            eval_tasks = self._list_tasks(self.make_eval_env, cfg.eval_split)
+            eval_tasks = self.spec.split_tasks(self.make_eval_env, cfg.eval_split)
         self.train_tasks, self.eval_tasks = list(train_tasks), list(eval_tasks)
         if not 0.0 <= cfg.rl_rename <= 1.0:
             raise ValueError(f"rl_rename is a probability in [0, 1], got {cfg.rl_rename}")
@@ -105,13 +105,6 @@ class Trainer:
     def _env_factory(self, kwargs: dict, split: str):
         return split_env_factory(self.spec, kwargs, split, self.max_steps)
 
-    def _list_tasks(self, make_env, split: str) -> list:
-        probe = make_env()
-        try:
-            return list(self.spec.tasks(probe, split))
-        finally:
-            probe.close()
-
     # ------------------------------------------------------------------ warm start
     def _warm_start_path(self) -> str:
         path = self.out / "warm_start"
@@ -126,14 +119,7 @@ class Trainer:
         if kind not in self._collectors:
             c = self.cfg
             train = kind == "train"
-            temp = c.temperature if train else c.eval_temperature
-            rs = RolloutSettings(max_steps=self.max_steps, max_new_tokens=c.max_new_tokens,
-                                 max_prompt_tokens=c.max_prompt_tokens, truncation=c.truncation,
-                                 temperature=temp if temp > 0 else 1.0, top_p=c.top_p if train else 1.0,
-                                 do_sample=temp > 0, capture_hidden=c.capture_hidden and train,
-                                 hidden_layer=c.resolved_hidden_layer(), logprobs=train,
-                                 require_think=self.prompt_settings.require_think, key_kind=c.key_kind,
-                                 share_prefix=c.share_prefix, carry_cache=c.carry_cache and c.compact())
+            rs = c.rollout_settings(self.max_steps, train)
             n_eval = min(c.eval_tasks or len(self.eval_tasks), len(self.eval_tasks))
             n = c.batch_tasks * c.group_size if train else chunk_width(n_eval * c.eval_repeats, c.eval_batch)
             self._collectors[kind] = RolloutCollector(
@@ -150,14 +136,12 @@ class Trainer:
 
     def _rollout_env_factory(self):
         """Training rollouts' env maker: with ``rl_rename`` a share of episodes plays in a renamed world
-        (``agents.augment.RenamedWorld``; the held-out tasks' names are never drawn). SFT and evaluation
-        always use the plain env."""
+        (``agents.augment``). SFT and evaluation always use the plain env."""
         if self.cfg.rl_rename <= 0:
             return self.make_env
-        from agents.augment import RenamedWorld, make_augmenter
-        renamer = make_augmenter(self.cfg.env, exclude=[str(t) for t in self.eval_tasks])
-        make, rate = self.make_env, self.cfg.rl_rename   # the closure must not hold the trainer (async envs)
-        return lambda: RenamedWorld(make(), renamer, rate)
+        from agents.augment import renamed_env_factory
+        return renamed_env_factory(self.make_env, self.cfg.env, self.cfg.rl_rename,
+                                   exclude=[str(t) for t in self.eval_tasks])
 
     def rollout(self, it: int, refill: int = 0):
         """One rollout batch of iteration ``it``; ``refill`` > 0 numbers dynamic sampling's extra batches

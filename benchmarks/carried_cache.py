@@ -38,9 +38,7 @@ def expert_episodes(cfg, tokenizer, n: int) -> tuple[list[list], object]:
     from agents.sft import expert_examples
     spec = get_env_spec(cfg.env)
     make_env = split_env_factory(spec, cfg.env_kwargs_dict(held_out=True), cfg.eval_split, cfg.max_steps)
-    probe = make_env()
-    tasks = list(spec.tasks(probe, cfg.eval_split))[:n]
-    probe.close()
+    tasks = spec.split_tasks(make_env, cfg.eval_split, limit=n)
     prompter = make_prompter(cfg.env, cfg.prompt_settings())
     examples = expert_examples(spec, make_env, tasks, prompter, tokenizer, cfg.max_steps)
     episodes: dict = {}

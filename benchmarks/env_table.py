@@ -176,14 +176,13 @@ def screened_tasks(out: Path, cfg, warm: Path, repeats: int, first: int = 0) -> 
     if repeats < 1:
         return None
     from agents.envs import get_env_spec, split_env_factory
-    from benchmarks.train_table import list_split
     fields = eval_fields(cfg, None) | {"eval_repeats": repeats, "eval_temperature": cfg.temperature,
                                        "eval_tasks": first}
     screen = evaluate_policy(out / "screen.json", str(warm), fields)
     won = {t for t, (w, _) in screen["by_task"].items() if w > 0}
     spec = get_env_spec(cfg.env)
     make = split_env_factory(spec, cfg.env_kwargs_dict(), cfg.train_split, cfg.max_steps or spec.max_steps)
-    tasks = [t for t in list_split(spec, make, cfg.train_split) if str(t) in won]
+    tasks = [t for t in spec.split_tasks(make, cfg.train_split) if str(t) in won]
     print(f"screen: the warm start won {len(tasks)} of {len(screen['by_task'])} training tasks at least once "
           f"in {repeats} episode(s) each ({screen['wall_s'] / 60:.1f} min)", flush=True)
     if not tasks:

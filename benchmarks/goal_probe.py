@@ -20,6 +20,7 @@ the policy plays the prompts it was trained on.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import time
 from pathlib import Path
@@ -36,9 +37,8 @@ def chosen_goals(args, shapes: dict) -> list:
     split's goals of the chosen recipe shape; the first ``--goals`` of them when that is set."""
     from agents.envs import get_env_spec
     spec = get_env_spec("textcraft")
-    probe_env = spec.make(max_steps=args.max_steps, preset="agentgym", depths=tuple(args.depths))
-    split = spec.tasks(probe_env, args.split)
-    probe_env.close()
+    split = spec.split_tasks(functools.partial(spec.make, max_steps=args.max_steps, preset="agentgym",
+                                               depths=tuple(args.depths)), args.split)
     if args.goal_list:
         lines = (line.split("#")[0].strip() for line in args.goal_list.read_text().splitlines())
         wanted = {line for line in lines if line}

@@ -59,6 +59,7 @@ from __future__ import annotations
 import argparse
 import csv
 import dataclasses
+import functools
 import json
 import os
 import time
@@ -130,11 +131,8 @@ def make_textcraft(cfg):
 def training_tasks(cfg, names: set) -> list:
     """The training split's tasks (in split order) whose goal ids are in ``names``."""
     from agents.envs import get_env_spec
-    probe = make_textcraft(cfg)
-    try:
-        return [t for t in get_env_spec("textcraft").tasks(probe, "train") if str(t) in names]
-    finally:
-        probe.close()
+    tasks = get_env_spec("textcraft").split_tasks(functools.partial(make_textcraft, cfg), "train")
+    return [t for t in tasks if str(t) in names]
 
 
 def screened_goals(cfg, table: dict, out: Path, warm: Path) -> list:
@@ -180,21 +178,12 @@ def build_warm_start(cfg, warm: Path, seed: int = 0) -> float:
     steps = cfg.max_steps or spec.max_steps
     make_env = split_env_factory(spec, cfg.env_kwargs_dict(), cfg.train_split, steps)
     make_eval_env = split_env_factory(spec, cfg.env_kwargs_dict(held_out=True), cfg.eval_split, steps)
-    tasks = list_split(spec, make_env, cfg.train_split)
-    held_out = list_split(spec, make_eval_env, cfg.eval_split)
+    tasks = spec.split_tasks(make_env, cfg.train_split)
+    held_out = spec.split_tasks(make_eval_env, cfg.eval_split)
     run_sft(scfg, spec, make_env, tasks, warm,
             cfg.prompt_settings(),
             held_out=held_out, make_eval_env=make_eval_env)
     return time.perf_counter() - t0
-
-
-def list_split(spec, make_env, split: str) -> list:
-    """The task ids of ``split`` in the env ``make_env`` builds."""
-    probe = make_env()
-    try:
-        return list(spec.tasks(probe, split))
-    finally:
-        probe.close()
 
 
 def read_goal_list(path: Path, depths: tuple, ap) -> list[str]:

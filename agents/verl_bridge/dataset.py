@@ -10,6 +10,7 @@ holds a one-line placeholder (the agent loop renders the real prompt from the en
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 
@@ -29,11 +30,7 @@ def split_rows(env: str, env_kwargs: dict, split: str, limit: int | None = None)
     kwargs = dict(env_kwargs)
     if spec.split_kwarg:
         kwargs[spec.split_kwarg] = split
-    made = spec.make(**kwargs)
-    try:
-        tasks = list(spec.tasks(made, split))[:limit]
-    finally:
-        made.close()
+    tasks = spec.split_tasks(functools.partial(spec.make, **kwargs), split, limit)
     if not tasks:
         raise ValueError(f"{env} has no tasks in split {split!r}")
     return task_rows(env, tasks, kwargs, split)

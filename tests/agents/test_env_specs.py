@@ -25,6 +25,28 @@ def test_split_bound_env_lists_own_split_and_explains_the_other():
         env.close()
 
 
+def test_split_tasks_makes_lists_and_closes_an_env():
+    import functools
+    import gymnasium as gym
+    closed = []
+
+    class Closing(gym.Wrapper):
+        def close(self):
+            closed.append(self)
+            super().close()
+
+    spec = get_env_spec("textcraft")
+    make = functools.partial(spec.make, preset="agentgym", depths=(1,))
+    test = spec.split_tasks(lambda: Closing(make()), "test")
+    assert test == list(spec.tasks(make(), "test")) and len(test) > 3      # the same list the env gives
+    assert spec.split_tasks(lambda: Closing(make()), "test", limit=3) == test[:3]
+    assert len(closed) == 2
+    webshop = get_env_spec("webshop")
+    with pytest.raises(ValueError, match="made for split 'train'.*'test'"):
+        webshop.split_tasks(lambda: Closing(webshop.make(split="train")), "test")
+    assert len(closed) == 3                                             # closed on the error too
+
+
 def test_unknown_env_name():
     with pytest.raises(ValueError, match="unknown env 'minecraft'"):
         get_env_spec("minecraft")

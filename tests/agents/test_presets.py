@@ -75,3 +75,20 @@ def test_a_run_records_its_preset_and_every_field(tmp_path, monkeypatch):
     assert any(float(p.detach().abs().sum()) > 0 for n, p in final.items() if "lora_B" in n)   # trained
     with pytest.raises(FileNotFoundError, match=r"saved no adapter after iteration 5 \(saved after: \[1\]\)"):
         load_run_policy(tmp_path / "run", iteration=5)
+
+
+def test_rollout_settings_sample_in_training_and_score_at_eval_temperature():
+    cfg = TrainConfig(env="alfworld", model="smollm2-135m", temperature=0.9, top_p=0.95, eval_temperature=0.0,
+                      max_new_tokens=24, share_prefix=True, carry_cache=True)
+    train, held_out = cfg.rollout_settings(30, train=True), cfg.rollout_settings(30, train=False)
+    assert (train.temperature, train.top_p, train.do_sample) == (0.9, 0.95, True)
+    assert train.logprobs and train.capture_hidden == cfg.capture_hidden
+    assert not held_out.do_sample and held_out.top_p == 1.0                      # greedy, whole vocabulary
+    assert not held_out.logprobs and not held_out.capture_hidden                 # nothing to train on
+    assert train.max_steps == held_out.max_steps == 30 and train.max_new_tokens == 24
+    assert train.carry_cache == cfg.compact()              # carried caches need compact prompts
+    assert train.require_think == cfg.think_required() == cfg.prompt_settings().require_think
+    sampled = dataclasses.replace(cfg, eval_temperature=0.4).rollout_settings(30, train=False)
+    assert sampled.do_sample and sampled.temperature == 0.4
+    whole = dataclasses.replace(cfg, compact_prompts="no")
+    assert cfg.compact() and not whole.rollout_settings(30, train=True).carry_cache
