@@ -33,6 +33,7 @@ import dataclasses
 import functools
 import json
 import os
+import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -219,6 +220,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv=None) -> None:
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+    # a table runs for hours, often with its output in a file: each progress line should reach it at once
+    if hasattr(sys.stdout, "reconfigure"):     # notebooks' streams have none (and flush anyway)
+        sys.stdout.reconfigure(line_buffering=True)
     ap = build_parser()
     args = ap.parse_args(argv)
     out = Path(args.out)
@@ -227,6 +231,9 @@ def main(argv=None) -> None:
     spec = TABLES[name]
     runs = [(est, seed) for seed in (args.seeds or PRESETS[name].seeds)
             for est in (args.estimators or PRESETS[name].estimators)]
+    if (args.report or args.compare) and not (out / "table_settings.json").exists():
+        ap.error(f"{out} holds no table yet (no table_settings.json there); build one first: "
+                 f"python -m benchmarks.env_table --preset {name} --out {out}")
     if args.report:
         print(report(out, spec, cfg, runs))
         return

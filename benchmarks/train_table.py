@@ -62,6 +62,7 @@ import dataclasses
 import functools
 import json
 import os
+import sys
 import time
 from pathlib import Path
 
@@ -290,6 +291,9 @@ def rl_config(cfg, warm: Path, est: str, seed: int, run_dir: Path):
 
 def main(argv=None) -> None:
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+    # a table runs for hours, often with its output in a file: each progress line should reach it at once
+    if hasattr(sys.stdout, "reconfigure"):     # notebooks' streams have none (and flush anyway)
+        sys.stdout.reconfigure(line_buffering=True)
     ap = build_parser()
     args = ap.parse_args(argv)
     out = Path(args.out)

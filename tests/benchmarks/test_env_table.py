@@ -75,6 +75,10 @@ def test_settings_errors_name_the_problem(tmp_path, capsys):
     with pytest.raises(SystemExit):
         env_table.main(["--out", str(tmp_path), "--preset", "webshop-table", "--set", "nonsense=1"])
     assert "--set expects FIELD=VALUE" in capsys.readouterr().err
+    for only in (["--report"], ["--compare", "warm_start", "zero_shot"]):   # nothing built there yet
+        with pytest.raises(SystemExit):
+            env_table.main(["--out", str(tmp_path / "none"), "--preset", "webshop-table", *only])
+        assert "holds no table yet" in capsys.readouterr().err and not (tmp_path / "none").exists()
 
 
 def test_alfworld_held_out_sets_are_the_real_games_grouped_by_task_type():
