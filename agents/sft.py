@@ -148,6 +148,17 @@ class SftCheckpoint:
         return state["step"], [np.asarray(b) for b in state["queue"]], list(state["losses"])
 
 
+def sft_batches(examples: list[SftExample], batch: int, share_prefix: bool) -> list[np.ndarray]:
+    """The SFT's batches, as example indices. Length-bucketed: neighbours in length order, so a batch pads
+    to about its own length (prompts with long admissible lists would otherwise set the cost of every
+    batch); with ``share_prefix`` a task's steps side by side (then by length), so a batch shares few
+    prefixes."""
+    order = np.argsort([len(e.prompt) + len(e.response) for e in examples], kind="stable")
+    if share_prefix:
+        order = order[np.argsort([str(examples[i].key) for i in order], kind="stable")]
+    return [order[i:i + batch] for i in range(0, len(order), batch)]
+
+
 def sft(model, tokenizer, examples: list[SftExample], steps: int, lr: float, batch: int, seed: int = 0,
         augment=None, augment_prob: float = 0.0, log=print, probes: dict | None = None,
         share_prefix: bool = False, progress: bool = False, checkpoint_dir: Path | None = None,
@@ -169,12 +180,7 @@ def sft(model, tokenizer, examples: list[SftExample], steps: int, lr: float, bat
         else 0.1 + 0.45 * (1 + np.cos(np.pi * (s - warm) / max(1, steps - warm))))
     rng = np.random.default_rng(seed)
     ids = functools.partial(_ids, tokenizer)
-    # Length-bucketed batches: neighbours in length order, so a batch pads to about its own length
-    # (prompts with long admissible lists would otherwise set the cost of every batch).
-    order = np.argsort([len(e.prompt) + len(e.response) for e in examples], kind="stable")
-    if share_prefix:   # a task's steps side by side (then by length), so a batch shares few prefixes
-        order = order[np.argsort([str(examples[i].key) for i in order], kind="stable")]
-    buckets = [order[i:i + batch] for i in range(0, len(order), batch)]
+    buckets = sft_batches(examples, batch, share_prefix)
     queue: list = []
     model.train()
     losses, t0, first = [], time.perf_counter(), 0

@@ -1,0 +1,141 @@
+"""What one warm-start (SFT) step costs: seconds and peak memory of a forward and backward pass on the same
+batches of expert steps, with shared spines (the default), without, and with gradient checkpointing.
+
+    python -m benchmarks.sft_cost --preset webshop-table --tasks 30 --batches 6
+    python -m benchmarks.sft_cost --preset alfworld-table --tasks 8 --batches 4 --variants shared plain
+
+The batches are those ``agents.sft.sft`` draws with shared prefixes (a task's steps side by side, by
+length): the expert's steps of ``--tasks`` training tasks (the preset's prompts, model, LoRA), cut into
+batches of ``sft_batch``, ``--batches`` of them picked at random. Each variant runs in its own process, so
+its peak RSS is its own; the mean loss is printed to show the variants computed the same thing. On a
+shared machine, prefix ``flock /tmp/heavy.lock``: the seconds mean nothing beside another heavy job.
+"""
+from __future__ import annotations
+
+import argparse
+import functools
+import json
+import resource
+import statistics
+import subprocess
+import sys
+import time
+
+import numpy as np
+
+VARIANTS = {   # variant: (shared spines, gradient checkpointing)
+    "shared": (True, False),
+    "plain": (False, False),
+    "checkpointed": (False, True),   # the trainer turns sharing off with checkpointing (agents.sft.run_sft)
+}
+
+
+def peak_rss_gb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6     # KiB on Linux
+
+
+def measure(args, variant: str) -> dict:
+    """This process's figures for one variant (``--one``)."""
+    import torch
+    from agents.envs import get_env_spec, split_env_factory
+    from agents.models import LoraSettings, add_lora, load_policy
+    from agents.ppo import response_logprobs
+    from agents.presets import get_preset
+    from agents.prompts import make_prompter
+    from agents.sft import _ids, expert_examples, sft_batches
+    share, checkpointed = VARIANTS[variant]
+    cfg = get_preset(args.preset, args.set)
+    torch.set_num_threads(cfg.threads or 1)
+    torch.manual_seed(cfg.seed)
+    spec = get_env_spec(cfg.env)
+    steps = cfg.max_steps or spec.max_steps
+    make_env = split_env_factory(spec, cfg.env_kwargs_dict(), cfg.train_split, steps)
+    tasks = spec.split_tasks(make_env, cfg.train_split, limit=args.tasks)
+    model, tok = load_policy(cfg.model, cfg.dtype, cfg.device, checkpointed)
+    prompter = make_prompter(cfg.env, cfg.prompt_settings())
+    examples = expert_examples(spec, make_env, tasks, prompter, tok, steps)
+    batches = sft_batches(examples, cfg.sft_batch, share_prefix=True)
+    picked = np.random.default_rng(args.seed).permutation(len(batches))[:args.batches]
+    model = add_lora(model, LoraSettings(rank=cfg.lora_rank, alpha=cfg.lora_alpha, mlp=cfg.lora_mlp,
+                                         top_layers=cfg.lora_layers))
+    model.train()
+    ids = functools.partial(_ids, tok)
+    before, seconds, losses = peak_rss_gb(), [], []
+    for b in picked:
+        drawn = [examples[i] for i in batches[b]]
+        keys = [e.key for e in drawn] if share else None
+        t0 = time.perf_counter()
+        logp, _, mask = response_logprobs(model, [ids(e.prompt) for e in drawn],
+                                          [ids(e.response) for e in drawn], tok.pad_token_id,
+                                          with_entropy=False, keys=keys, episodes=keys)
+        loss = -(logp * mask).sum() / mask.sum()
+        loss.backward()
+        model.zero_grad(set_to_none=True)
+        seconds.append(time.perf_counter() - t0)
+        losses.append(loss.item())
+    prompt_tokens = [len(ids(e.prompt)) for e in examples]
+    return {"variant": variant, "examples": len(examples), "batches": len(picked),
+            "prompt_tokens_mean": float(np.mean(prompt_tokens)), "prompt_tokens_max": max(prompt_tokens),
+            "seconds": seconds, "losses": losses, "peak_rss_gb": peak_rss_gb(), "rss_before_gb": before,
+            "checkpointing": bool(getattr(model.get_base_model(), "is_gradient_checkpointing", False))}
+
+
+def run_variant(argv: list[str], variant: str) -> dict:
+    """One variant in a fresh process (peak RSS is per process); its last stdout line is the JSON."""
+    out = subprocess.run([sys.executable, "-m", "benchmarks.sft_cost", *argv, "--one", variant],
+                         capture_output=True, text=True)
+    if out.returncode != 0:
+        raise SystemExit(f"variant {variant} failed (exit {out.returncode}):\n{out.stderr[-3000:]}")
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def table(results: list[dict]) -> str:
+    base = statistics.mean(results[0]["seconds"])
+    first = results[0]
+    lines = [f"{first['examples']} expert steps (prompt tokens mean {first['prompt_tokens_mean']:.0f}, "
+             f"max {first['prompt_tokens_max']}); {first['batches']} batches, the same in every variant",
+             f"{'variant':<13} {'s/batch':>8} {'median':>7} {'vs ' + first['variant']:>10} "
+             f"{'peak RSS GB':>12} {'mean loss':>10}"]
+    for r in results:
+        mean = statistics.mean(r["seconds"])
+        lines.append(f"{r['variant']:<13} {mean:>8.1f} {statistics.median(r['seconds']):>7.1f} "
+                     f"{mean / base:>9.2f}x {r['peak_rss_gb']:>12.2f} {statistics.mean(r['losses']):>10.4f}")
+    return "\n".join(lines)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--preset", default="webshop-table", help="a preset of agents/presets.py")
+    ap.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
+                    help="any TrainConfig field (repeatable)")
+    ap.add_argument("--tasks", type=int, default=30,
+                    help="training tasks whose expert episodes give the steps")
+    ap.add_argument("--batches", type=int, default=6, help="batches timed per variant")
+    ap.add_argument("--seed", type=int, default=1, help="which batches are picked")
+    ap.add_argument("--variants", nargs="+", default=list(VARIANTS), choices=list(VARIANTS))
+    ap.add_argument("--json", help="also write every variant's figures here")
+    ap.add_argument("--one", choices=list(VARIANTS), help=argparse.SUPPRESS)   # a variant's own process
+    return ap
+
+
+def main(argv=None) -> None:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    args = build_parser().parse_args(argv)
+    if args.tasks < 1 or args.batches < 1:
+        raise SystemExit(f"--tasks and --batches must be >= 1, got {args.tasks} and {args.batches}")
+    if args.one:
+        print(json.dumps(measure(args, args.one)), flush=True)
+        return
+    results = []
+    for v in args.variants:
+        results.append(run_variant(argv, v))
+        print(f"{v}: {statistics.mean(results[-1]['seconds']):.1f} s a batch, peak RSS "
+              f"{results[-1]['peak_rss_gb']:.2f} GB", flush=True)
+    print(table(results))
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(results, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,26 @@
+"""benchmarks/sft_cost.py: every variant times the same batches in its own process."""
+import json
+
+import pytest
+
+from benchmarks import sft_cost
+
+
+def test_sft_cost_times_the_same_batches_in_each_variant(tmp_path, capsys):
+    out = tmp_path / "cost.json"
+    sft_cost.main(["--preset", "smoke", "--tasks", "3", "--batches", "2", "--json", str(out)])
+    results = {r["variant"]: r for r in json.loads(out.read_text())}
+    assert list(results) == list(sft_cost.VARIANTS)
+    losses = [r["losses"] for r in results.values()]
+    assert all(len(x) == 2 for x in losses)
+    for other in losses[1:]:                      # same batches, same numbers: only the cost differs
+        assert other == pytest.approx(losses[0], rel=1e-4)
+    assert results["checkpointed"]["checkpointing"] and not results["shared"]["checkpointing"]
+    assert all(r["peak_rss_gb"] >= r["rss_before_gb"] > 0 for r in results.values())
+    shown = capsys.readouterr().out
+    assert "checkpointed" in shown and "vs shared" in shown
+
+
+def test_sft_cost_refuses_empty_work():
+    with pytest.raises(SystemExit, match="--tasks and --batches"):
+        sft_cost.main(["--preset", "smoke", "--batches", "0"])
