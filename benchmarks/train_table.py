@@ -76,7 +76,8 @@ COMMON = ("env", "env_kwargs", "eval_env_kwargs", "train_split", "eval_split", "
           "max_new_tokens", "threads", "lora_rank", "lora_alpha", "eval_tasks", "eval_batch",
           "eval_temperature", "eval_repeats")
 SFT_FIELDS = ("sft_steps", "sft_lr", "sft_batch", "sft_episodes", "sft_passes", "sft_explore", "sft_rename",
-              "sft_probe", "sft_mode", "sft_checkpoint_every")
+              "sft_probe", "sft_mode", "sft_checkpoint_every",
+              "gradient_checkpointing")   # halves a warm start's peak memory (benchmarks/sft_cost.py)
 
 
 def training_curve(run_dir: Path, iterations: int, window: int) -> tuple[float, float]:

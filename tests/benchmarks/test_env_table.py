@@ -231,3 +231,7 @@ def test_the_warm_start_takes_every_sft_setting_of_the_table(tmp_path, monkeypat
     monkeypatch.setattr(agents.sft, "run_sft", lambda cfg, *a, **k: seen.update(cfg=cfg))
     build_warm_start(get_preset("webshop-table", ["model=tiny"]), tmp_path / "warm")
     assert seen["cfg"].sft_episodes == 300 and seen["cfg"].sft_steps == 300
+    assert not seen["cfg"].gradient_checkpointing
+    lean = get_preset("webshop-table", ["model=tiny", "gradient_checkpointing=true"])
+    build_warm_start(lean, tmp_path / "w2")
+    assert seen["cfg"].gradient_checkpointing                 # the memory-saving setting reaches the SFT
