@@ -13,7 +13,6 @@ Options: ``--sft-passes`` > 1 adds episodes with random detours the expert recov
 """
 from __future__ import annotations
 
-import functools
 import hashlib
 import shutil
 import time
@@ -159,6 +158,18 @@ def sft_batches(examples: list[SftExample], batch: int, share_prefix: bool) -> l
     return [order[i:i + batch] for i in range(0, len(order), batch)]
 
 
+def batch_loss(model, tokenizer, drawn: list[SftExample], share_prefix: bool) -> torch.Tensor:
+    """Token-mean cross-entropy of the responses of ``drawn``; with ``share_prefix`` a task's common prompt
+    prefix and an episode's shared history run once (``agents.prefix``; the same loss)."""
+    keys = ([e.key if e.key is not None else ("row", k) for k, e in enumerate(drawn)]
+            if share_prefix else None)
+    logp, _, mask = response_logprobs(model, [_ids(tokenizer, e.prompt) for e in drawn],
+                                      [_ids(tokenizer, e.response) for e in drawn],
+                                      tokenizer.pad_token_id, with_entropy=False, keys=keys,
+                                      episodes=keys)     # a task's expert steps repeat its history
+    return -(logp * mask).sum() / mask.sum()
+
+
 def sft(model, tokenizer, examples: list[SftExample], steps: int, lr: float, batch: int, seed: int = 0,
         augment=None, augment_prob: float = 0.0, log=print, probes: dict | None = None,
         share_prefix: bool = False, progress: bool = False, checkpoint_dir: Path | None = None,
@@ -179,7 +190,6 @@ def sft(model, tokenizer, examples: list[SftExample], steps: int, lr: float, bat
         opt, lambda s: (s + 1) / warm if s < warm
         else 0.1 + 0.45 * (1 + np.cos(np.pi * (s - warm) / max(1, steps - warm))))
     rng = np.random.default_rng(seed)
-    ids = functools.partial(_ids, tokenizer)
     buckets = sft_batches(examples, batch, share_prefix)
     queue: list = []
     model.train()
@@ -206,13 +216,7 @@ def sft(model, tokenizer, examples: list[SftExample], steps: int, lr: float, bat
             drawn = [SftExample(*augment(rng, e.prompt, e.response), e.key)
                      if rng.random() < augment_prob else e
                      for e in drawn]
-        keys = ([e.key if e.key is not None else ("row", k) for k, e in enumerate(drawn)]
-                if share_prefix else None)
-        logp, _, mask = response_logprobs(model, [ids(e.prompt) for e in drawn],
-                                          [ids(e.response) for e in drawn],
-                                          tokenizer.pad_token_id, with_entropy=False, keys=keys,
-                                          episodes=keys)     # a task's expert steps repeat its history
-        loss = -(logp * mask).sum() / mask.sum()
+        loss = batch_loss(model, tokenizer, drawn, share_prefix)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(params, 1.0)

@@ -5,15 +5,16 @@ batches of expert steps, with shared spines (the default), without, and with gra
     python -m benchmarks.sft_cost --preset alfworld-table --tasks 8 --batches 4 --variants shared plain
 
 The batches are those ``agents.sft.sft`` draws with shared prefixes (a task's steps side by side, by
-length): the expert's steps of ``--tasks`` training tasks (the preset's prompts, model, LoRA), cut into
-batches of ``sft_batch``, ``--batches`` of them picked at random. Each variant runs in its own process, so
-its peak RSS is its own; the mean loss is printed to show the variants computed the same thing. On a
-shared machine, prefix ``flock /tmp/heavy.lock``: the seconds mean nothing beside another heavy job.
+length): the expert's steps of ``--tasks`` training tasks, with the settings a table's warm start runs
+with (``benchmarks.train_table.warm_start_config``: the preset's prompts and model, LoRA on every
+block), cut into batches of ``sft_batch``, ``--batches`` of them picked at random. Each variant runs
+in its own process, so its peak RSS is its own; the mean loss is printed to show the variants computed
+the same thing. On a shared machine, prefix ``flock /tmp/heavy.lock``: the seconds mean nothing beside
+another heavy job.
 """
 from __future__ import annotations
 
 import argparse
-import functools
 import json
 import resource
 import statistics
@@ -39,12 +40,12 @@ def measure(args, variant: str) -> dict:
     import torch
     from agents.envs import get_env_spec, split_env_factory
     from agents.models import LoraSettings, add_lora, load_policy
-    from agents.ppo import response_logprobs
     from agents.presets import get_preset
     from agents.prompts import make_prompter
-    from agents.sft import _ids, expert_examples, sft_batches
+    from agents.sft import _ids, batch_loss, expert_examples, sft_batches
+    from benchmarks.train_table import warm_start_config
     share, checkpointed = VARIANTS[variant]
-    cfg = get_preset(args.preset, args.set)
+    cfg = warm_start_config(get_preset(args.preset, args.set), "runs/sft_cost")
     torch.set_num_threads(cfg.threads or 1)
     torch.manual_seed(cfg.seed)
     spec = get_env_spec(cfg.env)
@@ -59,21 +60,15 @@ def measure(args, variant: str) -> dict:
     model = add_lora(model, LoraSettings(rank=cfg.lora_rank, alpha=cfg.lora_alpha, mlp=cfg.lora_mlp,
                                          top_layers=cfg.lora_layers))
     model.train()
-    ids = functools.partial(_ids, tok)
     before, seconds, losses = peak_rss_gb(), [], []
     for b in picked:
-        drawn = [examples[i] for i in batches[b]]
-        keys = [e.key for e in drawn] if share else None
         t0 = time.perf_counter()
-        logp, _, mask = response_logprobs(model, [ids(e.prompt) for e in drawn],
-                                          [ids(e.response) for e in drawn], tok.pad_token_id,
-                                          with_entropy=False, keys=keys, episodes=keys)
-        loss = -(logp * mask).sum() / mask.sum()
+        loss = batch_loss(model, tok, [examples[i] for i in batches[b]], share)
         loss.backward()
         model.zero_grad(set_to_none=True)
         seconds.append(time.perf_counter() - t0)
         losses.append(loss.item())
-    prompt_tokens = [len(ids(e.prompt)) for e in examples]
+    prompt_tokens = [len(_ids(tok, e.prompt)) for e in examples]
     return {"variant": variant, "examples": len(examples), "batches": len(picked),
             "prompt_tokens_mean": float(np.mean(prompt_tokens)), "prompt_tokens_max": max(prompt_tokens),
             "seconds": seconds, "losses": losses, "peak_rss_gb": peak_rss_gb(), "rss_before_gb": before,

@@ -166,17 +166,23 @@ def screened_goals(cfg, table: dict, out: Path, warm: Path) -> list:
     return goals
 
 
+def warm_start_config(cfg, out_dir: Path, seed: int = 0):
+    """The config a table's warm start runs with: the table's prompts, env and ``sft_*`` fields; the rest
+    (LoRA on every block among them) ``TrainConfig``'s defaults."""
+    from agents.config import TrainConfig
+    return TrainConfig(model=cfg.model, seed=seed, out_dir=str(out_dir), **common_settings(cfg),
+                       **{k: getattr(cfg, k) for k in SFT_FIELDS})
+
+
 def build_warm_start(cfg, warm: Path, seed: int = 0) -> float:
     """The table's warm start: LoRA SFT of ``cfg.model`` on expert steps of the config's training split
     (its ``sft_*`` fields, LoRA on every block), merged and saved in ``warm``; returns its seconds. Any
     env (``benchmarks.env_table`` builds ALFWorld's and WebShop's with it);
     ``benchmarks.advantage_accuracy`` builds its default policy with this too."""
-    from agents.config import TrainConfig
     from agents.envs import get_env_spec, split_env_factory
     from agents.sft import run_sft
     t0, spec = time.perf_counter(), get_env_spec(cfg.env)
-    scfg = TrainConfig(model=cfg.model, seed=seed, out_dir=str(warm.parent), **common_settings(cfg),
-                       **{k: getattr(cfg, k) for k in SFT_FIELDS})
+    scfg = warm_start_config(cfg, warm.parent, seed)
     steps = cfg.max_steps or spec.max_steps
     make_env = split_env_factory(spec, cfg.env_kwargs_dict(), cfg.train_split, steps)
     make_eval_env = split_env_factory(spec, cfg.env_kwargs_dict(held_out=True), cfg.eval_split, steps)
