@@ -230,6 +230,34 @@ def pad_batch(prompt_ids, response_ids, pad_id: int, device):
     return ids.to(device), attn.to(device), pos.to(device), attn[:, P:].to(device).float()
 
 
+# Sharing pays only where it cuts the token positions the forward runs by at least this fraction: below it,
+# the cache's copies and wider attention ate the saving (WebShop SFT batches, benchmarks/sft_cost.py: 40%
+# fewer tokens ran in 0.6x the time, 10-14% fewer in 0.96-1.0x, 9% more in 1.5x).
+MIN_TOKEN_SAVING = 0.1
+
+
+def _tokens(split: PromptSplit, spines: SpineSplit | None, rows: int, response_width: int) -> int:
+    suffixes = split.suffixes if spines is None else spines.suffixes
+    ran = split.prefix_ids.numel() + rows * (max(len(s) for s in suffixes) + response_width)
+    return ran if spines is None else ran + spines.spine_ids.numel()
+
+
+def _widths(prompt_ids, response_ids) -> tuple[int, int]:
+    return len(prompt_ids), max(1, max(len(r) for r in response_ids))
+
+
+def forward_tokens(prompt_ids, response_ids, pad_id: int, keys=None, episodes=None) -> int:
+    """Token positions, padding included, that a forward in the layout these arguments ask for runs through
+    the model: B x (P + R) plain; with ``keys`` one row per task prefix, then B x (suffix + R); with
+    ``episodes`` too, one row per spine as well. ``response_inputs`` takes the shared layout only where it
+    runs ``MIN_TOKEN_SAVING`` fewer positions than the plain one."""
+    B, R = _widths(prompt_ids, response_ids)
+    if keys is None:
+        return B * (max(len(p) for p in prompt_ids) + R)
+    split = split_prompts(prompt_ids, keys, pad_id)
+    return _tokens(split, split_spines(split, episodes) if episodes is not None else None, B, R)
+
+
 @dataclass
 class ResponseInputs:
     """One teacher-forced forward over prompts + responses, ready to run: ``forward`` are the model's
@@ -245,15 +273,21 @@ def response_inputs(model, prompt_ids, response_ids, pad_id: int, keys=None,
     """The forward that scores each response given its prompt. With ``keys`` (one per row) rows with equal
     keys run their common prompt prefix once first, and with ``episodes`` too each episode's spine
     (``SpineSplit``); that prefix pass runs here, under the caller's grad mode, and its cache is in
-    ``forward``."""
+    ``forward``. Where sharing would not cut the positions run by ``MIN_TOKEN_SAVING`` (rows of many tasks,
+    one long prompt padding every prefix) the plain layout runs instead: the same numbers either way."""
     dev = next(model.parameters()).device
+    if keys is not None:
+        split = split_prompts(prompt_ids, keys, pad_id)
+        spines = split_spines(split, episodes) if episodes is not None else None
+        B, R = _widths(prompt_ids, response_ids)
+        if _tokens(split, spines, B, R) > (1 - MIN_TOKEN_SAVING) * forward_tokens(prompt_ids, response_ids,
+                                                                                     pad_id):
+            keys = None
     if keys is None:
         ids, attn, pos, rmask = pad_batch(prompt_ids, response_ids, pad_id, dev)
         R = rmask.shape[1]
         return ResponseInputs(dict(input_ids=ids, attention_mask=attn, position_ids=pos, use_cache=False),
                               ids[:, -R:], rmask)
-    split = split_prompts(prompt_ids, keys, pad_id)
-    spines = split_spines(split, episodes) if episodes is not None else None
     if spines is None:
         cache, suffixes = prefill(model, split), split.suffixes
         cached_mask = split.prefix_mask[split.row_prefix]

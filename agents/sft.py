@@ -158,11 +158,16 @@ def sft_batches(examples: list[SftExample], batch: int, share_prefix: bool) -> l
     return [order[i:i + batch] for i in range(0, len(order), batch)]
 
 
+def batch_keys(drawn: list[SftExample]) -> list:
+    """The sharing keys of a batch (task and episode alike: a task's expert steps repeat its history); a
+    row without a task shares with no other."""
+    return [e.key if e.key is not None else ("row", k) for k, e in enumerate(drawn)]
+
+
 def batch_loss(model, tokenizer, drawn: list[SftExample], share_prefix: bool) -> torch.Tensor:
     """Token-mean cross-entropy of the responses of ``drawn``; with ``share_prefix`` a task's common prompt
     prefix and an episode's shared history run once (``agents.prefix``; the same loss)."""
-    keys = ([e.key if e.key is not None else ("row", k) for k, e in enumerate(drawn)]
-            if share_prefix else None)
+    keys = batch_keys(drawn) if share_prefix else None
     logp, _, mask = response_logprobs(model, [_ids(tokenizer, e.prompt) for e in drawn],
                                       [_ids(tokenizer, e.response) for e in drawn],
                                       tokenizer.pad_token_id, with_entropy=False, keys=keys,

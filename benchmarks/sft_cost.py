@@ -9,7 +9,8 @@ length): the expert's steps of ``--tasks`` training tasks, with the settings a t
 with (``benchmarks.train_table.warm_start_config``: the preset's prompts and model, LoRA on every
 block), cut into batches of ``sft_batch``, ``--batches`` of them picked at random. Each variant runs
 in its own process, so its peak RSS is its own; the mean loss is printed to show the variants computed
-the same thing. On a shared machine, prefix ``flock /tmp/heavy.lock``: the seconds mean nothing beside
+the same thing, and each batch's seconds beside the token positions its forward runs
+(``agents.prefix.forward_tokens``), to show where sharing saves tokens and where it does not pay. On a shared machine, prefix ``flock /tmp/heavy.lock``: the seconds mean nothing beside
 another heavy job.
 """
 from __future__ import annotations
@@ -41,8 +42,9 @@ def measure(args, variant: str) -> dict:
     from agents.envs import get_env_spec, split_env_factory
     from agents.models import LoraSettings, add_lora, load_policy
     from agents.presets import get_preset
+    from agents.prefix import forward_tokens
     from agents.prompts import make_prompter
-    from agents.sft import _ids, batch_loss, expert_examples, sft_batches
+    from agents.sft import _ids, batch_keys, batch_loss, expert_examples, sft_batches
     from benchmarks.train_table import warm_start_config
     share, checkpointed = VARIANTS[variant]
     cfg = warm_start_config(get_preset(args.preset, args.set), "runs/sft_cost")
@@ -60,10 +62,14 @@ def measure(args, variant: str) -> dict:
     model = add_lora(model, LoraSettings(rank=cfg.lora_rank, alpha=cfg.lora_alpha, mlp=cfg.lora_mlp,
                                          top_layers=cfg.lora_layers))
     model.train()
-    before, seconds, losses = peak_rss_gb(), [], []
+    before, seconds, losses, tokens = peak_rss_gb(), [], [], []
     for b in picked:
+        drawn = [examples[i] for i in batches[b]]
+        keys = batch_keys(drawn) if share else None
+        tokens.append(forward_tokens([_ids(tok, e.prompt) for e in drawn], [_ids(tok, e.response) for e in drawn],
+                                     tok.pad_token_id, keys=keys, episodes=keys))
         t0 = time.perf_counter()
-        loss = batch_loss(model, tok, [examples[i] for i in batches[b]], share)
+        loss = batch_loss(model, tok, drawn, share)
         loss.backward()
         model.zero_grad(set_to_none=True)
         seconds.append(time.perf_counter() - t0)
@@ -71,7 +77,7 @@ def measure(args, variant: str) -> dict:
     prompt_tokens = [len(_ids(tok, e.prompt)) for e in examples]
     return {"variant": variant, "examples": len(examples), "batches": len(picked),
             "prompt_tokens_mean": float(np.mean(prompt_tokens)), "prompt_tokens_max": max(prompt_tokens),
-            "seconds": seconds, "losses": losses, "peak_rss_gb": peak_rss_gb(), "rss_before_gb": before,
+            "seconds": seconds, "losses": losses, "tokens": tokens, "peak_rss_gb": peak_rss_gb(), "rss_before_gb": before,
             "checkpointing": bool(getattr(model.get_base_model(), "is_gradient_checkpointing", False))}
 
 
@@ -95,6 +101,10 @@ def table(results: list[dict]) -> str:
         mean = statistics.mean(r["seconds"])
         lines.append(f"{r['variant']:<13} {mean:>8.1f} {statistics.median(r['seconds']):>7.1f} "
                      f"{mean / base:>9.2f}x {r['peak_rss_gb']:>12.2f} {statistics.mean(r['losses']):>10.4f}")
+    lines += ["", "per batch: seconds (tokens the forward runs, padding included)",
+              f"{'batch':<6}" + "".join(f" {r['variant']:>20}" for r in results)]
+    for b in range(first["batches"]):
+        lines.append(f"{b:<6}" + "".join(f" {r['seconds'][b]:>8.1f} ({r['tokens'][b]:>6} tok)" for r in results))
     return "\n".join(lines)
 
 

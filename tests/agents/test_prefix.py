@@ -3,7 +3,8 @@ import torch
 
 from agents.models import LoraSettings, add_lora, load_policy
 from agents.ppo import response_logits
-from agents.prefix import cache_kwarg, common_prefix_len, prefill, split_prompts, split_spines
+from agents.prefix import (cache_kwarg, common_prefix_len, forward_tokens, prefill, response_inputs,
+                           split_prompts, split_spines)
 
 
 def _prompts(tok):
@@ -79,9 +80,23 @@ def test_episode_spines_cut_each_row_to_its_tail_and_keep_a_token():
     assert split_spines(split_prompts([a, torch.tensor([1, 2, 9, 9])], ["x", "x"], 0), [0, 0]) is None
 
 
+def test_forward_tokens_counts_what_each_layout_runs():
+    t = torch.tensor
+    prompts, answers = [t([1, 2, 3, 4, 5]), t([1, 2, 3, 4, 6, 7]), t([9, 8])], [t([1, 1]), t([1]), t([1, 1, 1])]
+    assert forward_tokens(prompts, answers, 0) == 3 * (6 + 3)
+    # prefixes [1 2 3 4] and [9] padded to (2, 4); suffixes [5], [6 7], [8]
+    assert forward_tokens(prompts, answers, 0, keys=["a", "a", "b"]) == 2 * 4 + 3 * (2 + 3)
+    # and task a's spine [6] (padded to (2, 1)): suffixes [5], [7], [8]
+    assert forward_tokens(prompts, answers, 0, keys=["a", "a", "b"], episodes=["a", "a", "b"]) == 8 + 2 + 3 * 4
+    plain = response_inputs(torch.nn.Linear(1, 1), prompts, answers, 0)   # the plain layout needs no model
+    assert plain.forward["input_ids"].numel() == forward_tokens(prompts, answers, 0)
+
+
 def test_shared_logits_and_gradients_equal_the_plain_forward():
     model, tok = _adapted()
     prompts, answers, keys = _prompts(tok)
+    with torch.no_grad():          # the shared layout really runs (it saves enough here)
+        assert cache_kwarg(model) in response_inputs(model, prompts, answers, tok.pad_token_id, keys=keys).forward
     model.train()
     grads = []
     for k in (None, keys):
@@ -98,10 +113,35 @@ def test_shared_logits_and_gradients_equal_the_plain_forward():
     assert any(g.abs().sum() > 0 for g in grads[0].values())
 
 
+def test_sharing_runs_only_where_it_cuts_the_forward_by_min_token_saving(monkeypatch):
+    model, tok = _adapted()
+    pad = tok.pad_token_id
+    prompts, answers, keys = _prompts(tok)
+    with torch.no_grad():
+        assert forward_tokens(prompts, answers, pad, keys=keys) < 0.9 * forward_tokens(prompts, answers, pad)
+        assert cache_kwarg(model) in response_inputs(model, prompts, answers, pad, keys=keys).forward
+        # a lone row with the longest prompt makes every task prefix as long as its own: sharing costs more
+        text = torch.tensor(tok(" ".join(f"w{i}" for i in range(80)), add_special_tokens=False)["input_ids"])
+        rows = [text[:40], torch.cat([text[:2], text[10:40]]), torch.cat([text[:2], text[20:40]]), text[:60]]
+        lone = ["a", "a", "a", "b"]
+        assert forward_tokens(rows, answers, pad, keys=lone) > forward_tokens(rows, answers, pad)
+        chosen = response_inputs(model, rows, answers, pad, keys=lone)
+        assert cache_kwarg(model) not in chosen.forward and not chosen.forward["use_cache"]
+        picked, targets, mask = response_logits(model, rows, answers, pad, keys=lone)
+        monkeypatch.setattr("agents.prefix.MIN_TOKEN_SAVING", float("-inf"))
+        assert cache_kwarg(model) in response_inputs(model, rows, answers, pad, keys=lone).forward
+        forced, _, _ = response_logits(model, rows, answers, pad, keys=lone)
+    m = mask.bool()
+    assert torch.allclose(picked[m], forced[m], atol=1e-4)
+
+
 def test_episode_spines_give_the_plain_forwards_logits_and_gradients():
     model, tok = _adapted()
     prompts, answers, keys, episodes = _episode_prompts(tok)
     assert split_spines(split_prompts(prompts, keys, tok.pad_token_id), episodes) is not None
+    with torch.no_grad():
+        inp = response_inputs(model, prompts, answers, tok.pad_token_id, keys=keys, episodes=episodes)
+    assert cache_kwarg(model) in inp.forward
     model.train()
     outs = []
     # a wrong episode grouping (every row in one) must only share less, never change the numbers

@@ -17,8 +17,12 @@ def test_sft_cost_times_the_same_batches_in_each_variant(tmp_path, capsys):
         assert other == pytest.approx(losses[0], rel=1e-4)
     assert results["checkpointed"]["checkpointing"] and not results["shared"]["checkpointing"]
     assert all(r["peak_rss_gb"] >= r["rss_before_gb"] > 0 for r in results.values())
+    # checkpointing runs the plain layout: the same positions; sharing runs its own count
+    assert results["checkpointed"]["tokens"] == results["plain"]["tokens"]
+    assert all(len(r["tokens"]) == 2 and min(r["tokens"]) > 0 for r in results.values())
     shown = capsys.readouterr().out
     assert "checkpointed" in shown and "vs shared" in shown
+    assert f"({results['shared']['tokens'][1]:>6} tok)" in shown.splitlines()[-1]   # the last batch's row
 
 
 def test_sft_cost_refuses_empty_work():
