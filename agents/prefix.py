@@ -280,8 +280,8 @@ def response_inputs(model, prompt_ids, response_ids, pad_id: int, keys=None,
         split = split_prompts(prompt_ids, keys, pad_id)
         spines = split_spines(split, episodes) if episodes is not None else None
         B, R = _widths(prompt_ids, response_ids)
-        if _tokens(split, spines, B, R) > (1 - MIN_TOKEN_SAVING) * forward_tokens(prompt_ids, response_ids,
-                                                                                     pad_id):
+        plain = forward_tokens(prompt_ids, response_ids, pad_id)
+        if _tokens(split, spines, B, R) > (1 - MIN_TOKEN_SAVING) * plain:
             keys = None
     if keys is None:
         ids, attn, pos, rmask = pad_batch(prompt_ids, response_ids, pad_id, dev)

@@ -10,8 +10,8 @@ with (``benchmarks.train_table.warm_start_config``: the preset's prompts and mod
 block), cut into batches of ``sft_batch``, ``--batches`` of them picked at random. Each variant runs
 in its own process, so its peak RSS is its own; the mean loss is printed to show the variants computed
 the same thing, and each batch's seconds beside the token positions its forward runs
-(``agents.prefix.forward_tokens``), to show where sharing saves tokens and where it does not pay. On a shared machine, prefix ``flock /tmp/heavy.lock``: the seconds mean nothing beside
-another heavy job.
+(``agents.prefix.forward_tokens``), to show where sharing saves tokens and where it does not pay. On a
+shared machine, prefix ``flock /tmp/heavy.lock``: the seconds mean nothing beside another heavy job.
 """
 from __future__ import annotations
 
@@ -66,8 +66,8 @@ def measure(args, variant: str) -> dict:
     for b in picked:
         drawn = [examples[i] for i in batches[b]]
         keys = batch_keys(drawn) if share else None
-        tokens.append(forward_tokens([_ids(tok, e.prompt) for e in drawn], [_ids(tok, e.response) for e in drawn],
-                                     tok.pad_token_id, keys=keys, episodes=keys))
+        prompts, responses = [_ids(tok, e.prompt) for e in drawn], [_ids(tok, e.response) for e in drawn]
+        tokens.append(forward_tokens(prompts, responses, tok.pad_token_id, keys=keys, episodes=keys))
         t0 = time.perf_counter()
         loss = batch_loss(model, tok, drawn, share)
         loss.backward()
@@ -77,7 +77,8 @@ def measure(args, variant: str) -> dict:
     prompt_tokens = [len(_ids(tok, e.prompt)) for e in examples]
     return {"variant": variant, "examples": len(examples), "batches": len(picked),
             "prompt_tokens_mean": float(np.mean(prompt_tokens)), "prompt_tokens_max": max(prompt_tokens),
-            "seconds": seconds, "losses": losses, "tokens": tokens, "peak_rss_gb": peak_rss_gb(), "rss_before_gb": before,
+            "seconds": seconds, "losses": losses, "tokens": tokens, "peak_rss_gb": peak_rss_gb(),
+            "rss_before_gb": before,
             "checkpointing": bool(getattr(model.get_base_model(), "is_gradient_checkpointing", False))}
 
 
@@ -104,7 +105,8 @@ def table(results: list[dict]) -> str:
     lines += ["", "per batch: seconds (tokens the forward runs, padding included)",
               f"{'batch':<6}" + "".join(f" {r['variant']:>20}" for r in results)]
     for b in range(first["batches"]):
-        lines.append(f"{b:<6}" + "".join(f" {r['seconds'][b]:>8.1f} ({r['tokens'][b]:>6} tok)" for r in results))
+        lines.append(f"{b:<6}" + "".join(f" {r['seconds'][b]:>8.1f} ({r['tokens'][b]:>6} tok)"
+                                         for r in results))
     return "\n".join(lines)
 
 

@@ -82,12 +82,14 @@ def test_episode_spines_cut_each_row_to_its_tail_and_keep_a_token():
 
 def test_forward_tokens_counts_what_each_layout_runs():
     t = torch.tensor
-    prompts, answers = [t([1, 2, 3, 4, 5]), t([1, 2, 3, 4, 6, 7]), t([9, 8])], [t([1, 1]), t([1]), t([1, 1, 1])]
+    prompts = [t([1, 2, 3, 4, 5]), t([1, 2, 3, 4, 6, 7]), t([9, 8])]
+    answers = [t([1, 1]), t([1]), t([1, 1, 1])]
     assert forward_tokens(prompts, answers, 0) == 3 * (6 + 3)
     # prefixes [1 2 3 4] and [9] padded to (2, 4); suffixes [5], [6 7], [8]
     assert forward_tokens(prompts, answers, 0, keys=["a", "a", "b"]) == 2 * 4 + 3 * (2 + 3)
     # and task a's spine [6] (padded to (2, 1)): suffixes [5], [7], [8]
-    assert forward_tokens(prompts, answers, 0, keys=["a", "a", "b"], episodes=["a", "a", "b"]) == 8 + 2 + 3 * 4
+    keys = ["a", "a", "b"]
+    assert forward_tokens(prompts, answers, 0, keys=keys, episodes=keys) == 8 + 2 + 3 * 4
     plain = response_inputs(torch.nn.Linear(1, 1), prompts, answers, 0)   # the plain layout needs no model
     assert plain.forward["input_ids"].numel() == forward_tokens(prompts, answers, 0)
 
@@ -96,7 +98,8 @@ def test_shared_logits_and_gradients_equal_the_plain_forward():
     model, tok = _adapted()
     prompts, answers, keys = _prompts(tok)
     with torch.no_grad():          # the shared layout really runs (it saves enough here)
-        assert cache_kwarg(model) in response_inputs(model, prompts, answers, tok.pad_token_id, keys=keys).forward
+        inp = response_inputs(model, prompts, answers, tok.pad_token_id, keys=keys)
+    assert cache_kwarg(model) in inp.forward
     model.train()
     grads = []
     for k in (None, keys):
