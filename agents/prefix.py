@@ -236,6 +236,11 @@ def pad_batch(prompt_ids, response_ids, pad_id: int, device):
 MIN_TOKEN_SAVING = 0.1
 
 
+def sharing_pays(shared_tokens: int, plain_tokens: int) -> bool:
+    """Whether the shared layout runs ``MIN_TOKEN_SAVING`` fewer token positions than the plain one."""
+    return shared_tokens <= (1 - MIN_TOKEN_SAVING) * plain_tokens
+
+
 def _tokens(split: PromptSplit, spines: SpineSplit | None, rows: int, response_width: int) -> int:
     suffixes = split.suffixes if spines is None else spines.suffixes
     ran = split.prefix_ids.numel() + rows * (max(len(s) for s in suffixes) + response_width)
@@ -280,8 +285,7 @@ def response_inputs(model, prompt_ids, response_ids, pad_id: int, keys=None,
         split = split_prompts(prompt_ids, keys, pad_id)
         spines = split_spines(split, episodes) if episodes is not None else None
         B, R = _widths(prompt_ids, response_ids)
-        plain = forward_tokens(prompt_ids, response_ids, pad_id)
-        if _tokens(split, spines, B, R) > (1 - MIN_TOKEN_SAVING) * plain:
+        if not sharing_pays(_tokens(split, spines, B, R), forward_tokens(prompt_ids, response_ids, pad_id)):
             keys = None
     if keys is None:
         ids, attn, pos, rmask = pad_batch(prompt_ids, response_ids, pad_id, dev)

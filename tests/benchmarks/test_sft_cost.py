@@ -26,5 +26,20 @@ def test_sft_cost_times_the_same_batches_in_each_variant(tmp_path, capsys):
 
 
 def test_sft_cost_refuses_empty_work():
-    with pytest.raises(SystemExit, match="--tasks and --batches"):
+    with pytest.raises(SystemExit, match="--tasks, --batches and --rounds must be >= 1"):
         sft_cost.main(["--preset", "smoke", "--batches", "0"])
+
+
+def test_paired_mode_times_shared_and_plain_back_to_back_with_an_interval(tmp_path, capsys):
+    out = tmp_path / "paired.json"
+    sft_cost.main(["--preset", "smoke", "--tasks", "3", "--batches", "2", "--paired", "--rounds", "2",
+                   "--json", str(out)])
+    res = json.loads(out.read_text())
+    assert sorted((p["batch"], p["round"]) for p in res["pairs"]) == [(0, 0), (0, 1), (1, 0), (1, 1)]
+    assert all(p["shared_s"] > 0 and p["plain_s"] > 0 for p in res["pairs"])
+    assert all(p["shared_tokens"] <= p["plain_tokens"] for p in res["pairs"])   # sharing only where it saves
+    lo, hi = res["ratio_ci"]
+    assert lo <= res["ratio"] <= hi
+    assert "back to back" in capsys.readouterr().out
+    with pytest.raises(SystemExit, match="--rounds"):
+        sft_cost.main(["--preset", "smoke", "--paired", "--rounds", "0"])
