@@ -230,9 +230,10 @@ def pad_batch(prompt_ids, response_ids, pad_id: int, device):
     return ids.to(device), attn.to(device), pos.to(device), attn[:, P:].to(device).float()
 
 
-# Sharing pays only where it cuts the token positions the forward runs by at least this fraction: below it,
-# the cache's copies and wider attention ate the saving (WebShop SFT batches, benchmarks/sft_cost.py: 40%
-# fewer tokens ran in 0.6x the time, 10-14% fewer in 0.96-1.0x, 9% more in 1.5x).
+# Sharing runs only where it cuts the token positions the forward runs by at least this fraction. Measured
+# back to back on WebShop SFT batches (benchmarks/sft_cost.py --paired): 40% fewer positions took 0.52x the
+# plain time, 10-14% fewer 0.96-0.97x (within the noise), and a batch where one task's lone long prompt
+# padded every task prefix ran 9-13% more positions in 1.3-1.7x the time.
 MIN_TOKEN_SAVING = 0.1
 
 
