@@ -70,7 +70,7 @@ class TrainConfig:
                                    "step in rollouts and per micro-batch in the update (agents/prefix.py; "
                                    "same numbers, fewer tokens); the update uses plain forwards under "
                                    "gradient checkpointing, and in a micro-batch where sharing would not cut "
-                                   "the tokens run by 10% (agents.prefix.sharing_pays)")
+                                   "the tokens run by a tenth (agents.prefix.sharing_pays)")
     carry_cache: bool = opt(True, "with --share-prefix and compact prompts (which only append a line per "
                                   "step), keep each env's KV cache from one rollout step to the next, so a "
                                   "step runs only what its prompt adds")
