@@ -264,6 +264,23 @@ def forward_tokens(prompt_ids, response_ids, pad_id: int, keys=None, episodes=No
     return _tokens(split, split_spines(split, episodes) if episodes is not None else None, B, R)
 
 
+def _shared_layout(prompt_ids, response_ids, pad_id: int, keys, episodes):
+    """(split, spines, positions) of the shared layout where ``sharing_pays``, else None."""
+    split = split_prompts(prompt_ids, keys, pad_id)
+    spines = split_spines(split, episodes) if episodes is not None else None
+    shared = _tokens(split, spines, *_widths(prompt_ids, response_ids))
+    if not sharing_pays(shared, forward_tokens(prompt_ids, response_ids, pad_id)):
+        return None
+    return split, spines, shared
+
+
+def tokens_run(prompt_ids, response_ids, pad_id: int, keys=None, episodes=None) -> int:
+    """The token positions ``response_inputs`` with these arguments runs: the shared layout's where sharing
+    pays, else the plain one's."""
+    shared = None if keys is None else _shared_layout(prompt_ids, response_ids, pad_id, keys, episodes)
+    return forward_tokens(prompt_ids, response_ids, pad_id) if shared is None else shared[2]
+
+
 @dataclass
 class ResponseInputs:
     """One teacher-forced forward over prompts + responses, ready to run: ``forward`` are the model's
@@ -282,17 +299,13 @@ def response_inputs(model, prompt_ids, response_ids, pad_id: int, keys=None,
     ``forward``. Where sharing would not cut the positions run by ``MIN_TOKEN_SAVING`` (rows of many tasks,
     one long prompt padding every prefix) the plain layout runs instead: the same numbers either way."""
     dev = next(model.parameters()).device
-    if keys is not None:
-        split = split_prompts(prompt_ids, keys, pad_id)
-        spines = split_spines(split, episodes) if episodes is not None else None
-        B, R = _widths(prompt_ids, response_ids)
-        if not sharing_pays(_tokens(split, spines, B, R), forward_tokens(prompt_ids, response_ids, pad_id)):
-            keys = None
-    if keys is None:
+    shared = None if keys is None else _shared_layout(prompt_ids, response_ids, pad_id, keys, episodes)
+    if shared is None:
         ids, attn, pos, rmask = pad_batch(prompt_ids, response_ids, pad_id, dev)
         R = rmask.shape[1]
         return ResponseInputs(dict(input_ids=ids, attention_mask=attn, position_ids=pos, use_cache=False),
                               ids[:, -R:], rmask)
+    split, spines, _ = shared
     if spines is None:
         cache, suffixes = prefill(model, split), split.suffixes
         cached_mask = split.prefix_mask[split.row_prefix]

@@ -69,18 +69,17 @@ def _setup(args, checkpointed: bool):
 
 def _step(model, tok, drawn, share: bool) -> tuple[float, float, int]:
     """Seconds and loss of one forward and backward pass, and the token positions it ran (after the
-    sharing rule of ``agents.prefix.sharing_pays``)."""
-    from agents.prefix import forward_tokens, sharing_pays
+    sharing rule, ``agents.prefix.tokens_run``)."""
+    from agents.prefix import tokens_run
     from agents.sft import _ids, batch_keys, batch_loss
-    prompts, responses = [_ids(tok, e.prompt) for e in drawn], [_ids(tok, e.response) for e in drawn]
-    plain = forward_tokens(prompts, responses, tok.pad_token_id)
     keys = batch_keys(drawn) if share else None
-    ran = forward_tokens(prompts, responses, tok.pad_token_id, keys=keys, episodes=keys) if share else plain
+    ran = tokens_run([_ids(tok, e.prompt) for e in drawn], [_ids(tok, e.response) for e in drawn],
+                     tok.pad_token_id, keys=keys, episodes=keys)
     t0 = time.perf_counter()
     loss = batch_loss(model, tok, drawn, share)
     loss.backward()
     model.zero_grad(set_to_none=True)
-    return time.perf_counter() - t0, loss.item(), ran if sharing_pays(ran, plain) else plain
+    return time.perf_counter() - t0, loss.item(), ran
 
 
 def measure(args, variant: str) -> dict:

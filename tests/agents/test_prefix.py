@@ -4,7 +4,7 @@ import torch
 from agents.models import LoraSettings, add_lora, load_policy
 from agents.ppo import response_logits
 from agents.prefix import (cache_kwarg, common_prefix_len, forward_tokens, prefill, response_inputs,
-                           split_prompts, split_spines)
+                           split_prompts, split_spines, tokens_run)
 
 
 def _prompts(tok):
@@ -123,6 +123,8 @@ def test_sharing_runs_only_where_it_cuts_the_forward_by_min_token_saving(monkeyp
     with torch.no_grad():
         assert forward_tokens(prompts, answers, pad, keys=keys) < 0.9 * forward_tokens(prompts, answers, pad)
         assert cache_kwarg(model) in response_inputs(model, prompts, answers, pad, keys=keys).forward
+        shared = forward_tokens(prompts, answers, pad, keys=keys)
+        assert tokens_run(prompts, answers, pad, keys=keys) == shared
         # a lone row with the longest prompt makes every task prefix as long as its own: sharing costs more
         text = torch.tensor(tok(" ".join(f"w{i}" for i in range(80)), add_special_tokens=False)["input_ids"])
         rows = [text[:40], torch.cat([text[:2], text[10:40]]), torch.cat([text[:2], text[20:40]]), text[:60]]
@@ -130,6 +132,7 @@ def test_sharing_runs_only_where_it_cuts_the_forward_by_min_token_saving(monkeyp
         assert forward_tokens(rows, answers, pad, keys=lone) > forward_tokens(rows, answers, pad)
         chosen = response_inputs(model, rows, answers, pad, keys=lone)
         assert cache_kwarg(model) not in chosen.forward and not chosen.forward["use_cache"]
+        assert tokens_run(rows, answers, pad, keys=lone) == forward_tokens(rows, answers, pad)
         picked, targets, mask = response_logits(model, rows, answers, pad, keys=lone)
         monkeypatch.setattr("agents.prefix.MIN_TOKEN_SAVING", float("-inf"))
         assert cache_kwarg(model) in response_inputs(model, rows, answers, pad, keys=lone).forward
