@@ -99,7 +99,7 @@ class TrainConfig:
     invalid_penalty: float = opt(0.1, "penalty subtracted for format-invalid answers")
     eps: float = opt(0.0, "BiGPO cosine radius (0 = the model's default: 0.05 as the paper for hub models, "
                           "0.10 for 7B; 0.002 for smollm2-135m, whose states lie closer: at 0.05 every state "
-                          "of a group fell in one cluster, benchmarks/eps_calibration.py); on the "
+                          "of a group fell in one cluster, benchmarks/credit/eps_calibration.py); on the "
                           "warm-started tiny model 0.05 merges different states, 0.02 gives about as many "
                           "step groups as GiGPO's exact anchors)")
     pace: str = opt("q_style", "PACE variant: q_style | diff_peer")
@@ -151,7 +151,7 @@ class TrainConfig:
     iterations: int = opt(150, "RL iterations (one rollout batch + update each)")
     eval_before: bool = opt(True, "evaluate before the first iteration (verl's val_before_train)")
     eval_at_end: bool = opt(True, "evaluate after the last iteration (off where a benchmark evaluates the "
-                            "saved policy itself, resumably: benchmarks/env_table.py)")
+                            "saved policy itself, resumably: benchmarks/learning/env_table.py)")
     eval_every: int = opt(5, "evaluate on held-out tasks every N iterations (0 = only at start and end)")
     eval_tasks: int = opt(128, "held-out tasks per evaluation (0 = the whole split)")
     eval_temperature: float = opt(0.4, "evaluation temperature (0 = greedy)")

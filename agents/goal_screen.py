@@ -4,7 +4,7 @@
     goals = screen_choice(screen_by_task, min_ingredients=2, also_simpler=8)   # {goal: [won, episodes]} in
 
 A group whose G episodes all fail (or all win) has no episode-level signal, so RL learns only on goals the
-policy sometimes wins. ``benchmarks.train_table`` plays every training goal with the warm start once
+policy sometimes wins. ``benchmarks.learning.train_table`` plays every training goal with the warm start once
 (its screen), then RL samples the goals this returns: those won at least once, of recipes needing at least
 ``min_ingredients`` distinct ingredients (TextCraft; ``bipace_envs.textcraft.goals``), plus
 ``also_simpler`` won goals needing fewer. Trained on multi-ingredient goals alone, a policy learned to get

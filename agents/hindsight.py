@@ -12,7 +12,7 @@ y_t stay identical and only the conditioning changes. The sum is over the same r
 batches; rows of one task run their common prompt prefix once (``agents.prefix`` through
 ``agents.ppo.response_logprobs(keys=...)``), on CPU or GPU alike. Only rows of successful trajectories are
 scored unless ``score_failures`` (RELACE's failure block then states the failure). The pass's cost per
-iteration: ``python -m benchmarks.hindsight_cost``.
+iteration: ``python -m benchmarks.speed.hindsight_cost``.
 """
 from __future__ import annotations
 

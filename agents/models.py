@@ -246,10 +246,11 @@ class ModelPreset:
 MODEL_PRESETS: dict[str, ModelPreset] = {
     TINY: ModelPreset(tiny_model_path, small=True, rl_lr=2e-4, sft_mode="full"),
     # rl_lr: at 1e-4 RL barely moved it (KL <= 0.002 after 4 iterations); 5e-4 raised held-out TextCraft
-    # success 15.3% -> 20.5% (benchmarks/train_table.py, README)
+    # success 15.3% -> 20.5% (benchmarks/learning/train_table.py, README)
     # hidden_layer -1: at BiPACE's depth (-13 of 30) the warm start's states lie so close that no eps
     # separates them (eps 0.002: 39% of rows share a cluster with another state); the last block's output
-    # at eps 0.002 merges 3% and splits 33% (same state, different history) - benchmarks/eps_calibration.py
+    # at eps 0.002 merges 3% and splits 33% (same state, different history):
+    # benchmarks/credit/eps_calibration.py
     SMOLLM2: ModelPreset(smollm2_model_path, small=True, rl_lr=5e-4, sft_mode="lora", eps=0.002,
                          hidden_layer=-1),
 }

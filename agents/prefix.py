@@ -231,9 +231,9 @@ def pad_batch(prompt_ids, response_ids, pad_id: int, device):
 
 
 # Sharing runs only where it cuts the token positions the forward runs by at least this fraction. Measured
-# back to back on WebShop SFT batches (benchmarks/sft_cost.py --paired): 40% fewer positions took 0.52x the
-# plain time, 10-14% fewer 0.96-0.97x (within the noise), and a batch where one task's lone long prompt
-# padded every task prefix ran 9-13% more positions in 1.3-1.7x the time.
+# back to back on WebShop SFT batches (benchmarks/speed/sft_cost.py --paired): 40% fewer positions took
+# 0.52x the plain time, 10-14% fewer 0.96-0.97x (within the noise), and a batch where one task's lone
+# long prompt padded every task prefix ran 9-13% more positions in 1.3-1.7x the time.
 MIN_TOKEN_SAVING = 0.1
 
 

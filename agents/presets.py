@@ -1,6 +1,6 @@
 """Named training presets: the settings the project's results were measured with, each a complete
 ``TrainConfig``. The one place recommended settings live; ``bipace-train --preset``, ``bipace-compare
---preset``, ``benchmarks.train_table`` and every benchmark that trains start from one of these.
+--preset``, ``benchmarks.learning.train_table`` and every benchmark that trains start from one of these.
 
     from agents.presets import get_preset, PRESETS
     cfg = get_preset("textcraft-table", ["iterations=4", "out_dir=runs/tc"])   # preset + FIELD=VALUE
@@ -52,7 +52,7 @@ def register(name: str, estimators=("grpo", "gigpo", "bipace"), seeds=(0,)):
 
 @register("textcraft-table", seeds=(0, 1))
 def textcraft_table() -> TrainConfig:
-    """The TextCraft RL setting of the results table (``python -m benchmarks.train_table``), on CPU.
+    """The TextCraft RL setting of the results table (``python -m benchmarks.learning.train_table``), on CPU.
 
     SmolLM2-135M-Instruct, depth-1 TextCraft goals (101 training, 27 held-out x 12 episodes at T=0.4), a
     LoRA SFT warm start (120 steps at lr 1e-3, batch 8: at 2e-4 it never won a 2-ingredient goal, so RL
@@ -62,7 +62,7 @@ def textcraft_table() -> TrainConfig:
     invalid-format penalty (the warm start answers in format 98-100% of the time; a penalty made all-fail
     groups' returns unequal and GRPO's std normalisation amplified the noise), rows with zero advantage
     skipped, compact prompts of 6 past steps without the admissible list. BiGPO's radius 0.002 at the
-    last block (benchmarks/eps_calibration.py). The table itself adds a one-time screen of the training
+    last block (benchmarks/credit/eps_calibration.py). The table itself adds a one-time screen of the training
     goals (RL samples the multi-ingredient goals the warm start won, plus 8 simpler ones) and warm-starts
     with LoRA on every block; ``bipace-train --preset textcraft-table`` samples every training goal and
     its SFT adapts the same top 15 blocks. Evaluations step 27 envs together: the 324 held-out episodes
@@ -89,9 +89,9 @@ def compare() -> TrainConfig:
     estimator. Depth 1 because this warm start wins about a third of those goals, so groups mix wins and
     losses; on depth 1-2 goals it won 0 of 72 episodes and no update saw an episode-level signal. The
     comparison first measures every estimator's advantage accuracy on this warm start's rollouts
-    (``benchmarks.advantage_accuracy.SIZES["compare"]``), then trains 2 RL iterations per estimator (4 took
-    16 minutes for three estimators and gave success curves identical within their intervals), and plays
-    every held-out goal (27) once at the end. ``textcraft-table`` measures learning.
+    (``benchmarks.credit.advantage_accuracy.SIZES["compare"]``), then trains 2 RL iterations per estimator
+    (4 took 16 minutes for three estimators and gave success curves identical within their intervals), and
+    plays every held-out goal (27) once at the end. ``textcraft-table`` measures learning.
     """
     return TrainConfig(
         env="textcraft", model="smollm2-135m", env_kwargs='{"preset": "agentgym", "depths": [1]}',
@@ -130,11 +130,11 @@ def smoke() -> TrainConfig:
 
 @register("alfworld-table", estimators=("gigpo", "bipace"), seeds=(0, 1))
 def alfworld_table() -> TrainConfig:
-    """ALFWorld on CPU (``python -m benchmarks.env_table --preset alfworld-table``): SmolLM2-135M-Instruct,
-    a LoRA SFT warm start on the handcoded expert's trajectories of 120 generated training games (20 per
-    task type), RL on those games, scored on a fixed subset of the real validation games (10 per task
-    type of valid_seen and of valid_unseen: 120 episodes, ``games_per_task`` spreads them over each
-    type's games).
+    """ALFWorld on CPU (``python -m benchmarks.learning.env_table --preset alfworld-table``):
+    SmolLM2-135M-Instruct, a LoRA SFT warm start on the handcoded expert's trajectories of 120 generated
+    training games (20 per task type), RL on those games, scored on a fixed subset of the real validation
+    games (10 per task type of valid_seen and of valid_unseen: 120 episodes, ``games_per_task`` spreads them
+    over each type's games).
 
     Costs set the shape. A zero-shot episode step took 0.76 s at 12 envs (SmolLM2 writing 32 tokens,
     engine step 85 ms, game load 1 s), so: a 30-step horizon (the paper's 50 is above almost every
@@ -164,21 +164,20 @@ def alfworld_table() -> TrainConfig:
 
 @register("webshop-table", estimators=("gigpo", "bipace"), seeds=(0, 1))
 def webshop_table() -> TrainConfig:
-    """WebShop on CPU (``python -m benchmarks.env_table --preset webshop-table``): SmolLM2-135M-Instruct on
-    the generated catalogue (2,000 products; verl-agent's split: goals 500+ train, 0-499 test), a LoRA SFT
-    warm start on the imitable oracle's episodes of 300 training goals (``oracle_action("any_perfect")``:
-    it searches the instruction text and buys the first listed product that scores 1.0; the goal-product
-    oracle searched product titles on half the goals), RL on the training goals the warm start won in a
-    screen of 160, scored on the first 200 test goals and on the fixture's real products (5 goals x 8
-    episodes). A 10-step horizon (the oracle needs at most 9, typically 5) and the whole episode in the
-    prompt, each past page clipped to 120 characters (``history_chars``; the current page whole): result
-    pages are most of a prompt's tokens, and a clipped line never changes, so an episode's later prompts
-    extend its earlier ones (carried caches, shared spines in the SFT). On the oracle's 508 steps of 100
-    training goals that is 444 SmolLM2 tokens a prompt on average (max 896), against 783 (max 2,383) with
-    whole pages, whose SFT took 22+ s a step and 17 GB, or 637 with the last 3 steps whole. 48 answer
-    tokens (search queries are instruction text). RL as alfworld-table:
-    8 goals x G=4, top 15 blocks, lr 1e-3, no KL, no format penalty. Runs: docs/experiments.md.
-    """
+    """WebShop on CPU (``python -m benchmarks.learning.env_table --preset webshop-table``):
+    SmolLM2-135M-Instruct on the generated catalogue (2,000 products; verl-agent's split: goals 500+ train,
+    0-499 test), a LoRA SFT warm start on the imitable oracle's episodes of 300 training goals
+    (``oracle_action("any_perfect")``: it searches the instruction text and buys the first listed product that
+    scores 1.0; the goal-product oracle searched product titles on half the goals), RL on the training goals
+    the warm start won in a screen of 160, scored on the first 200 test goals and on the fixture's real
+    products (5 goals x 8 episodes). A 10-step horizon (the oracle needs at most 9, typically 5) and the whole
+    episode in the prompt, each past page clipped to 120 characters (``history_chars``; the current page
+    whole): result pages are most of a prompt's tokens, and a clipped line never changes, so an episode's
+    later prompts extend its earlier ones (carried caches, shared spines in the SFT). On the oracle's 508
+    steps of 100 training goals that is 444 SmolLM2 tokens a prompt on average (max 896), against 783 (max
+    2,383) with whole pages, whose SFT took 22+ s a step and 17 GB, or 637 with the last 3 steps whole. 48
+    answer tokens (search queries are instruction text). RL as alfworld-table: 8 goals x G=4, top 15 blocks,
+    lr 1e-3, no KL, no format penalty. Runs: docs/experiments.md."""
     return TrainConfig(
         env="webshop", model="smollm2-135m", env_kwargs="{}", eval_env_kwargs="{}",
         train_split="train", eval_split="test",

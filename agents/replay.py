@@ -9,9 +9,9 @@ recorded one.
 
 ``RolloutCollector.collect(..., replays=[...])`` resets its envs this way and feeds each prompter the
 replayed history, so a continuation's prompts carry the same history as the recorded episode's.
-Ground-truth advantages (``benchmarks/advantage_accuracy.py``) sample continuations from replayed states;
-an env whose replay diverges (a reset that ignores its seed, stochastic transitions) cannot give them, so
-the first mismatch raises ``ReplayDivergence`` naming the step.
+Ground-truth advantages (``benchmarks/credit/advantage_accuracy.py``) sample continuations from replayed
+states; an env whose replay diverges (a reset that ignores its seed, stochastic transitions) cannot give
+them, so the first mismatch raises ``ReplayDivergence`` naming the step.
 """
 from __future__ import annotations
 

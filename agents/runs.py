@@ -6,7 +6,7 @@
     model, tok = load_run_policy("runs/table/grpo_seed0", iteration=5)   # as it was after iteration 5
 
 A run folder is what ``agents.trainer.Trainer`` writes (``bipace-train``, ``bipace-compare``,
-``benchmarks.train_table``): ``config.json``, ``adapter/`` and, per checkpoint,
+``benchmarks.learning.train_table``): ``config.json``, ``adapter/`` and, per checkpoint,
 ``checkpoints/iter_N/adapter``.
 Errors name what is missing and what to pass instead.
 """

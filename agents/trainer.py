@@ -296,7 +296,7 @@ class Trainer:
 
     def batch_metrics(self, ro, adv: np.ndarray) -> dict:
         """Extra per-iteration log values from the batch (a subclass hook, outside every timer; e.g.
-        benchmarks/compare.py adds its step-group statistics)."""
+        benchmarks/learning/compare.py adds its step-group statistics)."""
         return {}
 
     def iteration(self, it: int) -> dict:

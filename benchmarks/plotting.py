@@ -1,4 +1,5 @@
-"""Shared plot helpers of the benchmark reports (``benchmarks.compare``, ``benchmarks.table_report``).
+"""Shared plot helpers of the benchmark reports (``benchmarks.learning.compare``,
+``benchmarks.learning.table_report``).
 
     from benchmarks.plotting import MARKERS, STYLES, data_limits
     ax.set_ylim(*data_limits(ax, 100.0))

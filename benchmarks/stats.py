@@ -1,7 +1,10 @@
-"""95% intervals shared by the benchmark reports (``compare.py``, ``table_report.py``)."""
+"""95% intervals shared by the benchmark reports (``learning/compare.py``, ``learning/table_report.py``,
+``learning/env_table_report.py``, ``speed/sft_cost.py``)."""
 from __future__ import annotations
 
 import math
+
+import numpy as np
 
 # two-sided 95% Student t quantiles by degrees of freedom
 T975 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262, 10: 2.228}
@@ -22,3 +25,11 @@ def ci95(p: float, n: float) -> float:
     """Half-width of the normal-approximation 95% interval of a success rate over n episodes (NaN when
     there are none)."""
     return 1.96 * math.sqrt(max(p * (1 - p), 0.0) / n) if n else float("nan")
+
+
+def mean_ci95(x) -> tuple[float, float]:
+    """Mean and half-width of its 95% t interval (0 for fewer than 2 values)."""
+    x = np.asarray(x, dtype=np.float64)
+    if len(x) < 2:
+        return float(x.mean()) if len(x) else 0.0, 0.0
+    return float(x.mean()), float(t975(len(x) - 1) * x.std(ddof=1) / math.sqrt(len(x)))

@@ -48,9 +48,9 @@ def test_the_two_console_scripts_are_installed_entry_points():
     cfg.read(REPO_ROOT / "setup.cfg")
     scripts = cfg["options.entry_points"]["console_scripts"]
     assert "bipace-train = agents.cli:main" in scripts
-    assert "bipace-compare = benchmarks.compare:main" in scripts
+    assert "bipace-compare = benchmarks.learning.compare:main" in scripts
     from agents.cli import main as train_main
-    from benchmarks.compare import main as compare_main
+    from benchmarks.learning.compare import main as compare_main
     assert callable(train_main) and callable(compare_main)
 
 
@@ -78,14 +78,14 @@ def _check_command(words: list[str]) -> str:
             config_from_args(words[1:])
         return "bipace-train"
     if words[0] == "bipace-compare":
-        from benchmarks import compare
+        from benchmarks.learning import compare
         args = compare.build_parser().parse_args(words[1:])
         get_preset(resolve_name(args.preset), args.set)
         return "bipace-compare"
     if words[:2] == ["python", "-m"] and words[2].startswith("benchmarks."):
         module = importlib.import_module(words[2])
         assert callable(module.main), words
-        if words[2] == "benchmarks.train_table":
+        if words[2] == "benchmarks.learning.train_table":
             ap = module.build_parser()
             module.resolve_settings(ap.parse_args(words[3:]), ap, None)
         return words[2]
@@ -94,7 +94,7 @@ def _check_command(words: list[str]) -> str:
 
 def test_every_command_the_readme_shows_parses():
     checked = [_check_command(words) for words in shown_commands()[2:]]
-    assert {"bipace-train", "bipace-compare", "benchmarks.train_table"} <= set(checked)
+    assert {"bipace-train", "bipace-compare", "benchmarks.learning.train_table"} <= set(checked)
 
 
 def test_readme_links_point_at_files_in_the_repository():

@@ -373,7 +373,7 @@ class RayVectorEnv(VectorEnv):
 
     def worker_busy_seconds(self) -> list[float]:
         """Seconds each worker has spent inside its envs' step (and autoreset) calls: a step's wall time
-        minus the busiest worker's share is what Ray itself costs (benchmarks/vector_speed.py)."""
+        minus the busiest worker's share is what Ray itself costs (benchmarks/speed/vector_speed.py)."""
         self._check_usable()
         results, _ = self._gather({w: a.busy_seconds.remote() for w, a in enumerate(self.workers)},
                                   self.step_timeout, "busy_seconds")

@@ -175,7 +175,7 @@ def test_trainer_runs_gspo_dapo_options_with_gaca(tmp_path):
 
 @pytest.mark.parametrize("name", ["rloo", "reinforce_pp", "gagpo", "graphhca", "gaca"])
 def test_compare_trainer_runs_every_new_estimator(tmp_path, name):
-    from benchmarks.compare import make_trainer_class
+    from benchmarks.learning.compare import make_trainer_class
     from fake_env import FakeCraftEnv
     from test_trainer import _cfg
     tr = make_trainer_class()(_cfg(tmp_path, estimator=name), make_env=lambda: FakeCraftEnv(max_steps=3),

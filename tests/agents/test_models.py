@@ -76,7 +76,8 @@ def test_no_future_warnings_from_checkpointing_and_lora(tiny):
 def test_the_embedding_layer_comes_from_the_model_preset_unless_given():
     from agents.config import TrainConfig
     from agents.models import MODEL_PRESETS, SMOLLM2, TINY
-    # smollm2-135m's states separate at its last block, not at BiPACE's depth (benchmarks/eps_calibration.py)
+    # smollm2-135m's states separate at its last block, not at BiPACE's depth
+    # (benchmarks/credit/eps_calibration.py)
     assert TrainConfig(model=SMOLLM2).resolved_hidden_layer() == MODEL_PRESETS[SMOLLM2].hidden_layer == -1
     assert TrainConfig(model=SMOLLM2, hidden_layer=-5).resolved_hidden_layer() == -5
     assert TrainConfig(model=TINY).resolved_hidden_layer() is None          # BiPACE's depth, scaled

@@ -156,7 +156,7 @@ def test_every_prompt_setting_of_a_config_is_a_prompt_field():
     import dataclasses
 
     from agents.config import PROMPT_FIELDS, TrainConfig
-    from benchmarks.train_table import COMMON
+    from benchmarks.warm_start import COMMON
     base = TrainConfig(model="smollm2-135m")
     changes = {"history_length": 7, "history_chars": 50, "require_think": "yes", "compact_prompts": "no",
                "show_admissible": False, "model": "tiny"}

@@ -8,7 +8,7 @@ from agents.envs import get_env_spec
 from agents.prompts import PromptSettings, make_prompter
 from agents.replay import Replay, ReplayDivergence
 from agents.rollout import RolloutCollector, RolloutSettings
-from benchmarks.mc_truth import episodes_of
+from benchmarks.credit.mc_truth import episodes_of
 
 
 def _env_kwargs(env_name, shared_dir):

@@ -1,6 +1,6 @@
-"""benchmarks/carried_cache.py: the expert's episodes replayed through every cache variant give the same
+"""benchmarks/speed/carried_cache.py: the expert's episodes replayed through every cache variant give the same
 answers, and the compacted cache is the narrowest carried one."""
-from benchmarks import carried_cache
+from benchmarks.speed import carried_cache
 
 
 def test_tiny_replay_prints_each_variant_with_the_same_answers_and_a_narrower_compacted_cache(capsys):

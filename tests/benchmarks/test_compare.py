@@ -6,7 +6,7 @@ import csv
 
 import pytest
 
-from benchmarks import compare
+from benchmarks.learning import compare
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 TINY = ["--preset", "smoke"]       # agents/presets.py: 2 iterations of 2 goals x G=2, evaluated each
@@ -123,7 +123,7 @@ def test_plot_axes_follow_the_data():
 def test_the_accuracy_stage_leads_and_says_when_it_cannot_measure(tmp_path, monkeypatch, capsys):
     """With a size for the preset, the accuracy stage runs on the shared warm start before any RL run; the
     tiny model never wins a goal, so the summary says every advantage would be zero instead of a table."""
-    from benchmarks import advantage_accuracy as aa
+    from benchmarks.credit import advantage_accuracy as aa
     monkeypatch.setitem(aa.SIZES, "smoke", aa.Size(tasks=2, group_size=2, samples=2, screen_repeats=1))
     order = []
     real_stage, real_run = compare.accuracy_stage, compare.run_one

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import csv
 
-from benchmarks import compare
+from benchmarks.learning import compare
 from estimators import REGISTRY
 
 NEW = ["ecpo", "progpo", "gated_bepo", "hcapo", "relace"]

@@ -1,10 +1,10 @@
-"""benchmarks/env_table.py: every stage of the ALFWorld/WebShop table runs, is kept, and continues."""
+"""benchmarks/learning/env_table.py: every stage of the ALFWorld/WebShop table runs, is kept, continues."""
 import json
 
 import pytest
 
-from benchmarks import env_table
-from benchmarks.env_table_report import paired_change, wilson95
+from benchmarks.learning import env_table
+from benchmarks.learning.env_table_report import paired_change, wilson95
 
 
 def sets(*items: str) -> list[str]:
@@ -113,7 +113,7 @@ def test_webshop_goals_are_grouped_by_the_options_their_purchase_must_choose(sha
 
 def test_a_report_run_where_the_fixture_is_not_says_so_and_keeps_the_other_tables(tmp_path, monkeypatch):
     from agents.presets import get_preset
-    from benchmarks.env_table_report import markdown
+    from benchmarks.learning.env_table_report import markdown
     for held in ("test", "fixture"):
         ev = {"episodes": {"tasks": ["0", "1"], "won": [1, 0], "scores": [1.0, 0.5]}, "eval_success": 0.5,
               "wall_s": 6.0}
@@ -128,7 +128,7 @@ def test_a_report_run_where_the_fixture_is_not_says_so_and_keeps_the_other_table
 
 def test_the_report_says_which_groups_the_screen_won(tmp_path):
     from agents.presets import get_preset
-    from benchmarks.env_table_report import markdown
+    from benchmarks.learning.env_table_report import markdown
     by_task = {"gen/train/look_at_obj_in_light/00001": [1, 1], "gen/train/look_at_obj_in_light/00002": [0, 1],
                "gen/train/pick_heat_then_place_in_recep/00001": [0, 1]}
     (tmp_path / "screen.json").write_text(json.dumps({"by_task": by_task, "wall_s": 120.0}))
@@ -139,7 +139,7 @@ def test_the_report_says_which_groups_the_screen_won(tmp_path):
 
 def test_the_rl_runs_table_says_what_a_run_has_before_it_has_two_iterations(tmp_path):
     from agents.presets import get_preset
-    from benchmarks.env_table_report import markdown
+    from benchmarks.learning.env_table_report import markdown
 
     def train_csv(run, success):
         (tmp_path / run).mkdir()
@@ -175,7 +175,7 @@ def test_report_statistics():
 
 def test_report_pairs_the_warm_start_with_zero_shot_and_pools_alfworlds_two_sets(tmp_path):
     from agents.presets import get_preset
-    from benchmarks.env_table_report import markdown
+    from benchmarks.learning.env_table_report import markdown
 
     def write(policy, held, won):
         tasks = [f"{held}/pick_and_place_simple-{k}/trial" for k in range(len(won))]
@@ -226,7 +226,7 @@ def test_the_warm_start_takes_every_sft_setting_of_the_table(tmp_path, monkeypat
     # sft_episodes was once left out, so the WebShop warm start rendered all 6,718 training goals
     import agents.sft
     from agents.presets import get_preset
-    from benchmarks.train_table import build_warm_start
+    from benchmarks.warm_start import build_warm_start
     seen = {}
     monkeypatch.setattr(agents.sft, "run_sft", lambda cfg, *a, **k: seen.update(cfg=cfg))
     build_warm_start(get_preset("webshop-table", ["model=tiny"]), tmp_path / "warm")

@@ -1,9 +1,9 @@
-"""benchmarks/episode_diff.py: two evaluations of one held-out set compared episode by episode."""
+"""benchmarks/learning/episode_diff.py: two evaluations of one held-out set compared episode by episode."""
 import json
 
 import pytest
 
-from benchmarks import episode_diff
+from benchmarks.learning import episode_diff
 
 
 def evaluation(won, scores, actions=None):

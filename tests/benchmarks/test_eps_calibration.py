@@ -1,7 +1,7 @@
-"""benchmarks/eps_calibration.py: how BiGPO's clusters agree with GiGPO's exact anchors."""
+"""benchmarks/credit/eps_calibration.py: how BiGPO's clusters agree with GiGPO's exact anchors."""
 import numpy as np
 
-from benchmarks.eps_calibration import cluster_agreement
+from benchmarks.credit.eps_calibration import cluster_agreement
 
 
 def test_cluster_agreement_counts_rows_of_merged_and_of_split_states():

@@ -1,5 +1,5 @@
 """The ground-truth MDPs (DP values vs Monte Carlo, aliasing), the featurizer, group statistics, and
-one tiny run of benchmarks/estimator_quality.py checked for the structure of its outputs."""
+one tiny run of benchmarks/credit/estimator_quality.py checked for the structure of its outputs."""
 from __future__ import annotations
 
 import csv
@@ -7,9 +7,9 @@ import csv
 import numpy as np
 import pytest
 
-from benchmarks import estimator_quality as eq
-from benchmarks.group_stats import group_stats, step_groups
-from benchmarks.text_mdp import make_world, rollout, solve
+from benchmarks.credit import estimator_quality as eq
+from benchmarks.credit.group_stats import group_stats, step_groups
+from benchmarks.credit.text_mdp import make_world, rollout, solve
 from estimators import StepBatch
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"

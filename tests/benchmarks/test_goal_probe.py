@@ -1,9 +1,9 @@
-"""benchmarks/goal_probe.py: per-goal wins of a policy, by recipe shape, with a lost episode's actions."""
+"""benchmarks/learning/goal_probe.py: per-goal wins of a policy, by recipe shape, with a lost episode."""
 import json
 
 import pytest
 
-from benchmarks import goal_probe
+from benchmarks.learning import goal_probe
 from bipace_envs.textcraft.goals import goal_ingredients
 
 TINY = ["--model", "tiny", "--max-steps", "2", "--max-new-tokens", "4", "--threads", "1", "--batch", "3"]

@@ -5,9 +5,9 @@ import numpy as np
 import pytest
 
 from agents.replay import Replay, ReplayDivergence, ReplayPrefix, anchor_hash
-from benchmarks.mc_truth import (ContinuationStore, Episode, expert_advantage, expert_values, mc_truth,
-                                 plan_starts, run_continuations)
-from benchmarks.text_mdp import TextMDPEnv, make_world, solve
+from benchmarks.credit.mc_truth import (ContinuationStore, Episode, expert_advantage, expert_values,
+                                        mc_truth, plan_starts, run_continuations)
+from benchmarks.credit.text_mdp import TextMDPEnv, make_world, solve
 
 HORIZON, GAMMA = 8, 0.9
 
@@ -144,7 +144,7 @@ def test_a_policy_folder_keeps_the_prompts_of_its_presets_model(tmp_path):
     """A warm start's folder plays with the prompts its model was trained on (the compare preset leaves
     think tags and compact prompts on "auto", which follow the model's name)."""
     from agents.presets import get_preset
-    from benchmarks.advantage_accuracy import with_policy
+    from benchmarks.credit.advantage_accuracy import with_policy
     cfg = get_preset("compare")
     played = with_policy(cfg, str(tmp_path / "warm_start"), tmp_path / "policy")
     assert played.model == str(tmp_path / "warm_start")

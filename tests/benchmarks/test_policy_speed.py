@@ -1,9 +1,9 @@
-"""benchmarks/policy_speed.py: variant names, and a tiny side-by-side run that prints every figure."""
+"""benchmarks/speed/policy_speed.py: variant names, and a tiny side-by-side run that prints every figure."""
 import argparse
 
 import pytest
 
-from benchmarks import policy_speed
+from benchmarks.speed import policy_speed
 
 
 def test_variant_names_combine_a_base_with_cheaper_update_modifiers():

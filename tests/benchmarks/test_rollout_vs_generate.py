@@ -5,7 +5,7 @@ import math
 import pytest
 import torch
 
-from benchmarks import random_qwen, rollout_vs_generate, update_memory
+from benchmarks.speed import random_qwen, rollout_vs_generate, update_memory
 
 
 @pytest.fixture(autouse=True)

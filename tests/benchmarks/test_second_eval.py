@@ -1,9 +1,9 @@
-"""benchmarks/second_eval.py: a table's result against a second evaluation on other episodes."""
+"""benchmarks/learning/second_eval.py: a table's result against a second evaluation on other episodes."""
 import json
 
 import pytest
 
-from benchmarks import second_eval
+from benchmarks.learning import second_eval
 
 
 def seen(wins: dict) -> dict:

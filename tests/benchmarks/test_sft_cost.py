@@ -1,9 +1,9 @@
-"""benchmarks/sft_cost.py: every variant times the same batches in its own process."""
+"""benchmarks/speed/sft_cost.py: every variant times the same batches in its own process."""
 import json
 
 import pytest
 
-from benchmarks import sft_cost
+from benchmarks.speed import sft_cost
 
 
 def test_sft_cost_times_the_same_batches_in_each_variant(tmp_path, capsys):

@@ -1,10 +1,10 @@
-"""benchmarks/train_table.py: a table continues where it stopped, and refuses to mix settings."""
+"""benchmarks/learning/train_table.py: a table continues where it stopped, and refuses to mix settings."""
 import json
 
 import numpy as np
 import pytest
 
-from benchmarks import train_table
+from benchmarks.learning import train_table
 
 
 def sets(*items: str) -> list[str]:
@@ -94,7 +94,7 @@ def test_a_table_made_before_presets_continues_with_its_stored_flags(tmp_path, c
     # rl_lora_layers None: the top half of the warm start's 4 blocks; depths: the default before 2026-12-03
     assert config["lora_layers"] == 2 and json.loads(config["env_kwargs"])["depths"] == [1, 2]
     assert (config["hidden_layer"], config["lora_alpha"], config["eval_batch"]) == (0, 32, 2)
-    from benchmarks.table_settings import legacy_eval_width
+    from benchmarks.learning.table_settings import legacy_eval_width
     assert legacy_eval_width(0, [1]) == 27 and legacy_eval_width(0, [1, 2, 3]) == 77     # min(77, goals)
     assert legacy_eval_width(50, [1]) == 27 and legacy_eval_width(10, [1]) == 10
     assert stored["table"] == {"warm_start_seed": 0, "screen_repeats": 0, "min_ingredients": 1,
@@ -230,7 +230,7 @@ def test_report_reads_a_partial_table_without_running_anything(tmp_path, capsys,
 
 
 def test_report_reads_the_training_curve_ends_from_train_csv_without_overlap(tmp_path, capsys):
-    from benchmarks.table_report import curve_ends, curve_window
+    from benchmarks.learning.table_report import curve_ends, curve_window
     assert [curve_window(n, 5) for n in (1, 2, 6, 10, 20)] == [1, 1, 3, 5, 5]
     assert curve_ends([0.2, 0.4, 0.6, 0.8, 1.0, 0.0], 3) == (pytest.approx(0.4), pytest.approx(0.6))
     _write_table_folder(tmp_path, per_goal=True, with_zero_shot=False)
@@ -250,7 +250,7 @@ def test_report_without_per_goal_wins_falls_back_to_the_unpaired_interval(tmp_pa
 
 
 def test_paired_change_counts_goals_up_and_down_and_refuses_other_goals():
-    from benchmarks.table_report import paired_change
+    from benchmarks.learning.table_report import paired_change
     d, _, up, down = paired_change(WARM_GOALS, {"a": [1, 4], "b": [2, 4], "c": [0, 4], "d": [0, 4]})
     assert (d, up, down) == ((0.25 - 0.5) / 4, 1, 1)
     with pytest.raises(ValueError, match="different goals"):
@@ -260,7 +260,7 @@ def test_paired_change_counts_goals_up_and_down_and_refuses_other_goals():
 
 
 def test_report_splits_held_out_success_by_goal_depth(tmp_path):
-    from benchmarks.table_report import load_table, markdown
+    from benchmarks.learning.table_report import load_table, markdown
     _write_table_folder(tmp_path, per_goal=True, with_zero_shot=False)
     table = load_table(tmp_path, ["grpo"], [0, 1], 2)
     text = markdown(table, depths={"a": 1, "b": 1, "c": 2})       # "d" has no known depth
@@ -278,7 +278,7 @@ def test_report_splits_held_out_success_by_goal_depth(tmp_path):
 
 
 def test_report_splits_held_out_success_by_recipe_shape_next_to_depth(tmp_path):
-    from benchmarks.table_report import load_table, markdown
+    from benchmarks.learning.table_report import load_table, markdown
     _write_table_folder(tmp_path, per_goal=True, with_zero_shot=False)
     (tmp_path / "screen.json").write_text(json.dumps({"by_task": {"a": [1, 1], "b": [0, 1], "c": [0, 1]}}))
     table = load_table(tmp_path, ["grpo"], [0, 1], 2)
@@ -453,6 +453,6 @@ def test_textcraft_depths_know_the_goals_under_the_names_evaluations_record():
 def test_report_without_a_warm_start_says_what_to_run(tmp_path, capsys):
     out = tmp_path / "never_run"
     train_table.main(["--out", str(out), "--report"])
-    assert f"no warm-start evaluation yet (run python -m benchmarks.train_table --out {out}" in (
+    assert f"no warm-start evaluation yet (run python -m benchmarks.learning.train_table --out {out}" in (
         capsys.readouterr().out)
     assert not out.exists()

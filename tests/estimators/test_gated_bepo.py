@@ -5,7 +5,7 @@ import math
 import numpy as np
 import pytest
 
-from benchmarks.estimator_speed import batch_to_rows, loop_advantages
+from benchmarks.speed.estimator_speed import batch_to_rows, loop_advantages
 from estimators import compute_advantages, exact_anchor_groups, resolve_options
 from estimators.bepo import gae_advantages, gate_weights, node_values
 

@@ -2,8 +2,8 @@
 import numpy as np
 import pytest
 
-from benchmarks.estimator_loops import success_probabilities_by_iteration
-from benchmarks.estimator_speed import batch_to_rows
+from benchmarks.speed.reference_loops import success_probabilities_by_iteration
+from benchmarks.speed.estimator_speed import batch_to_rows
 from estimators import StepBatch, compute_advantages, resolve_options
 from estimators.graph import hindsight_signal, success_probabilities
 

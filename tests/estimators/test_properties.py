@@ -5,7 +5,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from benchmarks.estimator_speed import batch_to_rows, loop_advantages
+from benchmarks.speed.estimator_speed import batch_to_rows, loop_advantages
 from estimators import StepBatch, available_estimators, compute_advantages
 
 from .helpers import random_batch

@@ -1,7 +1,7 @@
 """The expert wins real and generated games through the env; goal-condition scores track progress.
 
 A sample runs by default; ``-m slow`` runs every real validation game (274) and 100 generated games per
-task type (600), the figures reported by ``benchmarks/alfworld_expert_sweep.py``.
+task type (600), the figures reported by ``benchmarks/speed/alfworld_expert_sweep.py``.
 """
 from __future__ import annotations
 
