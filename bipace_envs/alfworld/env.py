@@ -15,7 +15,7 @@ import os
 
 import gymnasium as gym
 
-from ..common import UnicodeText, obs_hash
+from ..common import CommandText, UnicodeText, episode_ended, is_one_command, obs_hash, positive_int
 from . import generator
 from .games import find_data_root, goal_conditions, list_real_games, resolve_task_types, spread_subset
 
@@ -34,17 +34,22 @@ class ALFWorldEnv(gym.Env):
     object under a lamp, clean / heat / cool then place, pick two and place). Texts, commands and
     dynamics are the engine's (alfworld 0.4.2 domain and grammar).
 
-    Action space: any str (``UnicodeText``); well-formed commands are those in
-    ``info["admissible_actions"]`` (e.g. ``go to drawer 1``, ``take apple 1 from countertop 2``,
-    ``move apple 1 to fridge 1``); anything else gets the engine's ``Nothing happens.``.
-    ``help`` still works but is not listed (as in verl-agent).
+    Action space: ``CommandText``, one command of at most ``MAX_ACTION_LENGTH`` (1000) characters;
+    well-formed commands are those in ``info["admissible_actions"]`` (e.g. ``go to drawer 1``,
+    ``take apple 1 from countertop 2``, ``move apple 1 to fridge 1``), surrounding whitespace
+    ignored; anything else gets the engine's ``Nothing happens.`` (``action_valid=False``, the game
+    state unchanged). So does any str outside the space, the same rule in every bipace env: a
+    multi-line action (a line break inside) and one over ``MAX_ACTION_LENGTH`` characters.
+    ``help`` still works but is not listed (as in verl-agent). A non-str action raises TypeError.
 
     Observation space: str, the engine's raw feedback (the reset observation is the room description
     and ``Your task is to: ...``).
 
     Rewards: 1.0 on the step that wins the game, else 0.0 (GiGPO/BiPACE scale it to 10 in the trainer).
 
-    Episode end: ``terminated`` when the goal holds; ``truncated`` after ``max_steps`` steps.
+    Episode end: ``terminated`` when the goal holds; ``truncated`` after ``max_steps`` steps (invalid
+    ones count). A ``step`` after either raises ``EpisodeEndedError`` (a RuntimeError; all bipace envs
+    do): call ``reset``.
 
     Info (every call): ``admissible_actions``, ``task_id``, ``task_type``, ``won``, ``anchor`` (= obs),
     ``obs_hash``, ``goal_condition_success`` (ALFRED's goal-condition ratio from the PDDL facts),
@@ -55,7 +60,8 @@ class ALFWorldEnv(gym.Env):
         split: real: ``train`` / ``valid_seen`` / ``valid_unseen``; generated: ``train`` / ``test``
             (``valid_seen``/``valid_unseen`` map to ``test``'s held-out scenes when no data is given).
         task_types: names or ids 1-6 (default all six).
-        max_steps: step limit (truncation), 50 as in GiGPO / BiPACE.
+        max_steps: step limit (truncation), 50 as in GiGPO / BiPACE; an int >= 1 (bool not; else
+            TypeError/ValueError, as in every bipace env).
         expert: put ``info["expert_action"]`` on every call (reset option ``expert`` overrides per episode).
         expert_mode: ``handcoded`` (alfworld's, seeded; Fast Downward plan where it fails) or ``planner``.
         planner_timeout: seconds one Fast Downward call may take (default None: no limit; it took up to
@@ -79,9 +85,7 @@ class ALFWorldEnv(gym.Env):
                  cache_dir=None, game_cache_size: int = 32, render_mode: str | None = None):
         if render_mode not in (None, "ansi"):
             raise ValueError(f"render_mode must be None or 'ansi', got {render_mode!r}")
-        if int(max_steps) < 1:
-            raise ValueError(f"max_steps must be >= 1, got {max_steps}")
-        self.render_mode, self.max_steps = render_mode, int(max_steps)
+        self.render_mode, self.max_steps = render_mode, positive_int("max_steps", max_steps)
         if expert_mode not in ("handcoded", "planner"):
             raise ValueError(f"expert_mode must be 'handcoded' or 'planner', got {expert_mode!r}")
         if planner_timeout is not None and not float(planner_timeout) > 0:
@@ -110,7 +114,7 @@ class ALFWorldEnv(gym.Env):
         self.split = split
         self._task_set = set(self.task_ids)
         self.observation_space = UnicodeText()
-        self.action_space = UnicodeText()
+        self.action_space = CommandText()
         self._engine = None  # created lazily: it is per process (AsyncVectorEnv workers build their own)
         self._expert = None
         self._state = None
@@ -179,10 +183,11 @@ class ALFWorldEnv(gym.Env):
         if self._state is None:
             raise RuntimeError("ALFWorldEnv.step() called before reset()")
         if self._done:
-            raise RuntimeError("ALFWorldEnv.step() called after the episode ended; call reset()")
+            raise episode_ended("ALFWorldEnv")
         if not isinstance(action, str):
             raise TypeError(f"ALFWorld actions are str commands, got {type(action).__name__}: {action!r}")
-        command = action.strip()
+        # '' is no command: the engine answers "Nothing happens." and leaves the game as it was
+        command = action.strip() if is_one_command(action) else ""
         valid = command in self._state["_valid_commands"]
         self._state, _, _ = self._engine.step(command)
         if self._expert is not None:

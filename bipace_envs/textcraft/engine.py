@@ -114,6 +114,11 @@ class Outcome(NamedTuple):
     crafted: bool = False     # the item came from a craft
 
 
+def not_executed(action: str) -> Outcome:
+    """The answer to anything that is not a command (the reference's words)."""
+    return Outcome(f"Could not execute {action}", False, False)
+
+
 class _Overflow(Exception):
     """A count with more digits than ``int()`` accepts (rare: kept off the hot path)."""
 
@@ -172,7 +177,7 @@ class Crafter:
                 return Outcome(self.inventory_text(), True, True)
         except _Overflow:
             pass
-        return Outcome(f"Could not execute {action}", False, False)
+        return not_executed(action)
 
     def inventory_text(self) -> str:
         if not self.inventory:

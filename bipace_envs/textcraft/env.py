@@ -18,8 +18,9 @@ from typing import Any, Sequence
 
 import gymnasium as gym
 
-from ..common import MAX_TEXT_LENGTH, UnicodeText, obs_hash
-from .engine import Crafter, goal_tree, layout, reset_text
+from ..common import (MAX_TEXT_LENGTH, CommandText, UnicodeText, episode_ended, is_one_command, obs_hash,
+                      positive_int)
+from .engine import Crafter, goal_tree, layout, not_executed, reset_text
 from .expert import expert_plan
 from .recipes import PREFIX, RecipeBook, item_to_text, load_book
 from .tasks import get_preset, goal_pool, resolve_task, task_id_of
@@ -33,7 +34,7 @@ class TextCraftConfig:
     preset: str = "adapt"                   # goal order/layout rules: "adapt" or "agentgym" (tasks.PRESETS)
     split: str = "all"                      # "train", "test" or "all" of the preset (tasks.py)
     depths: Sequence[int] | None = None     # keep goals of these depths; None = preset default
-    max_steps: int = 50                     # steps before truncated=True (BiPACE: 50, ADaPT: 40)
+    max_steps: int = 50                     # steps before truncated=True (BiPACE: 50, ADaPT: 40); int >= 1
     reward_on_get: bool | None = None       # reward a `get` of the goal too; None = preset default
     layout_seed: int | None | str = "preset"  # seed of the shown lines: int = fixed, None = the
     #                                           reset seed, "preset" = preset's (agentgym: 42)
@@ -42,8 +43,7 @@ class TextCraftConfig:
 
     def __post_init__(self):
         preset = get_preset(self.preset)
-        if not isinstance(self.max_steps, int) or self.max_steps < 1:
-            raise ValueError(f"max_steps must be a positive int, got {self.max_steps!r}")
+        object.__setattr__(self, "max_steps", positive_int("max_steps", self.max_steps))
         if self.render_mode not in (None, "ansi"):
             raise ValueError(f"render_mode must be None or 'ansi', got {self.render_mode!r}")
         if self.layout_seed == "preset":
@@ -155,9 +155,12 @@ class TextCraftEnv(gym.Env):
     file-listing order. The goals can: ``preset="adapt"``, ``split="test"`` plays ADaPT's goal
     for each seed 0-199 (``tasks.py``).
 
-    **Action space.** ``UnicodeText``: any str. Commands: ``get N item``, ``craft N item using
-    c1 a, c2 b``, ``inventory``; anything else answers ``Could not execute {action}``.
-    A non-str action raises TypeError.
+    **Action space.** ``CommandText``: one command of at most ``MAX_ACTION_LENGTH`` (1000)
+    characters. Commands: ``get N item``, ``craft N item using c1 a, c2 b``, ``inventory``; anything
+    else answers ``Could not execute {action}`` (``action_valid=False``, nothing changes). So does
+    any str outside the space, the same rule in every bipace env: a multi-line action (a line break
+    inside; surrounding whitespace does not count), whose first line the reference would run, and
+    one over ``MAX_ACTION_LENGTH`` characters. A non-str action raises TypeError.
 
     **Observation space.** ``UnicodeText``: the reset text, then each command's reply
     (``Got 2 oak logs``, ``Crafted 4 minecraft:oak_planks``, ``Could not find ...``).
@@ -166,7 +169,8 @@ class TextCraftEnv(gym.Env):
     rule; goals are always craftable, so such a ``get`` fails in practice), else 0.
 
     **Episode end.** ``terminated`` on the rewarded command; ``truncated`` after ``max_steps``
-    steps. Stepping on afterwards keeps playing (use ``reset``).
+    steps (invalid ones count). A ``step`` after either raises ``EpisodeEndedError`` (a
+    RuntimeError; all bipace envs do): call ``reset``.
 
     **Info.** Every call: ``admissible_actions`` (the commands that succeed now: the gets,
     ``inventory`` and the crafts whose ingredients are held, see ``executable_now``),
@@ -182,8 +186,9 @@ class TextCraftEnv(gym.Env):
     draw from ``np_random``); the adapt preset's test pool is ADaPT's seed -> goal list. The
     shown lines come from the preset's ``layout_seed`` or the seed.
 
-    **Arguments.** See ``TextCraftConfig``: ``preset``, ``split``, ``depths``, ``max_steps``,
-    ``reward_on_get``, ``layout_seed``, ``expert_in_info``, ``render_mode``.
+    **Arguments.** See ``TextCraftConfig``: ``preset``, ``split``, ``depths``, ``max_steps`` (an int
+    >= 1, bool not; else TypeError/ValueError, as in every bipace env), ``reward_on_get``,
+    ``layout_seed``, ``expert_in_info``, ``render_mode``.
     """
 
     metadata = {"render_modes": ["ansi"], "render_fps": 4}
@@ -198,7 +203,7 @@ class TextCraftEnv(gym.Env):
         self.pool = goal_pool(cfg.preset, cfg.split, cfg.depths, self.book)
         self.render_mode = cfg.render_mode
         self.observation_space = UnicodeText()
-        self.action_space = UnicodeText()
+        self.action_space = CommandText()
         self._game: Crafter | None = None
 
     # ------------------------------------------------------------------ gym API
@@ -221,7 +226,7 @@ class TextCraftEnv(gym.Env):
         self.lines = layout(self.book, goal, lseed)
         self._useful = useful_commands(self.book, goal, self.lines)
         self._game = Crafter(self.book, goal)
-        self.steps, self.won = 0, False
+        self.steps, self.won, self._ended = 0, False, False
         self._task_id = task_id_of(goal)
         self._goal_text, self._depth = item_to_text(goal), self.book.depth[goal]
         self._obs = reset_text(self.lines, goal)
@@ -230,19 +235,23 @@ class TextCraftEnv(gym.Env):
     def step(self, action: str):
         if self._game is None:
             raise RuntimeError("TextCraftEnv.step called before reset()")
+        if self._ended:
+            raise episode_ended("TextCraftEnv")
         if not isinstance(action, str):
             raise TypeError(f"TextCraft actions are str commands such as 'get 1 oak logs', "
                             f"got {type(action).__name__}: {action!r:.80}")
-        out = self._game.execute(action)
+        out = self._game.execute(action) if is_one_command(action) else not_executed(action)
         self.steps += 1
         hit = out.item == self.goal and (out.crafted or self.config.reward_on_get)
         self.won = self.won or hit
+        truncated = (not hit) and self.steps >= self.config.max_steps
+        self._ended = hit or truncated
         obs = out.text if len(out.text) <= MAX_TEXT_LENGTH else out.text[:MAX_TEXT_LENGTH]
         self._obs = obs
         info = self._info()
         info["action_valid"] = out.valid
         info["action_succeeded"] = out.succeeded
-        return obs, 1.0 if hit else 0.0, hit, (not hit) and self.steps >= self.config.max_steps, info
+        return obs, 1.0 if hit else 0.0, hit, truncated, info
 
     def render(self):
         if self.render_mode == "ansi":

@@ -16,7 +16,7 @@ from dataclasses import dataclass, fields
 import gymnasium as gym
 import numpy as np
 
-from ..common import UnicodeText, obs_hash
+from ..common import CommandText, UnicodeText, episode_ended, is_one_command, obs_hash, positive_int
 from .catalogue import Catalogue, catalogue_from_raw, load_catalogue
 from .generate import generate_raw
 from .goals import build_goals, split_range
@@ -58,7 +58,7 @@ class WebShopConfig:
     reward_mode: str | None = None    # "score" (reward = score) or "verl_agent" (10 iff score == 1)
     goal_sampling: str | None = None  # "uniform" or "weighted" (reference goal weights), without task_id
     observation_mode: str = "text"    # "text" or "text_rich"
-    max_steps: int = 15               # truncation horizon
+    max_steps: int = 15               # truncation horizon, an int >= 1
     fix_option_reward: bool = False   # False keeps the reference's options quirk (see reward.py)
     title_nouns: str = "auto"         # "auto" (spaCy model if installed), "spacy" or "approx"
     pad_unmatched: bool = False       # True: list zero-score products after the hits (the stand-in
@@ -78,8 +78,7 @@ class WebShopConfig:
             raise ValueError(f"observation_mode={self.observation_mode!r}; choose 'text' or 'text_rich'")
         if self.title_nouns not in ("auto", "spacy", "approx"):
             raise ValueError(f"title_nouns={self.title_nouns!r}; choose 'auto', 'spacy' or 'approx'")
-        if self.max_steps < 1:
-            raise ValueError(f"max_steps must be >= 1, got {self.max_steps}")
+        self.max_steps = positive_int("max_steps", self.max_steps)
 
 
 @functools.lru_cache(maxsize=4)
@@ -107,8 +106,12 @@ class WebShopEnv(gym.Env):
     **Task**: each episode has a goal (a product, attributes, options, a price bound) written as an
     instruction; the agent searches, opens products, picks options and clicks ``buy now``.
 
-    **Action space**: ``str``: ``search[keywords]`` (any page) or ``click[x]`` with x a current
-    clickable. Anything else is a no-op (``action_valid=False``): same page, reward 0.
+    **Action space**: ``CommandText``, one command of at most ``MAX_ACTION_LENGTH`` (1000) characters:
+    ``search[keywords]`` (any page) or ``click[x]`` with x a current clickable. Anything else is a
+    no-op (``action_valid=False``): same page, reward 0. So is any str outside the space, the same
+    rule in every bipace env: a multi-line action (a line break inside; surrounding whitespace does
+    not count), whose first line the reference would run, and one over ``MAX_ACTION_LENGTH``
+    characters. A non-str action raises TypeError.
     ``info['admissible_actions']`` lists ``click[x]`` for every current clickable (each can be
     executed as written) and, while the search bar is shown, the template ``search[...]``, which
     stands for any query; ``info['action_templates']`` names the templates in the list
@@ -119,11 +122,13 @@ class WebShopEnv(gym.Env):
     **Rewards**: 0 until ``buy now``; then the reference score in [0, 1] (``reward_mode='score'``)
     or 10 when the score is 1.0 (``'verl_agent'``). ``info['score']`` always holds the score.
 
-    **Episode end**: terminated on ``buy now``; truncated after ``max_steps`` steps.
+    **Episode end**: terminated on ``buy now``; truncated after ``max_steps`` steps (no-ops count). A
+    ``step`` after either raises ``EpisodeEndedError`` (a RuntimeError; all bipace envs do): call
+    ``reset``.
 
     **Differences from the reference** (text modes, ``web_agent_text_env.py``):
 
-    - After ``buy now`` every step is a no-op (done page, reward 0, ``action_valid=False``, no
+    - ``buy now`` ends the episode (a later ``step`` raises, see above; the done page lists no
       admissible actions). The reference's ``search[...]`` works from any page, the done page
       included, so there an agent could search and buy again, scored again.
     - Search ranks with BM25 in Python (``search.py``); like pyserini, only products holding a query
@@ -135,7 +140,8 @@ class WebShopEnv(gym.Env):
       product category).
 
     **Arguments**: see :class:`WebShopConfig` (``data_dir``, ``preset``, ``split``, ``goals``,
-    ``max_steps``, ``fix_option_reward``, ``observation_mode``, ...). ``reset(options=...)`` takes
+    ``max_steps`` (an int >= 1, bool not; else TypeError/ValueError, as in every bipace env),
+    ``fix_option_reward``, ``observation_mode``, ...). ``reset(options=...)`` takes
     ``task_id`` (an index into the shuffled goals, inside the split) or ``goal`` (a goal dict).
     """
 
@@ -163,7 +169,7 @@ class WebShopEnv(gym.Env):
         self._weights = w / w.sum()
         self._reward_fn = REWARD_MODES[cfg.reward_mode]
         self.observation_space = UnicodeText()
-        self.action_space = UnicodeText()
+        self.action_space = CommandText()
         self.session = None
 
     @property
@@ -193,25 +199,27 @@ class WebShopEnv(gym.Env):
             self.task_id, goal = int(tid), self.goals[int(tid)]
         self.session = Session(self.catalogue, self.engine, goal, self.cfg.fix_option_reward,
                                self.cfg.title_nouns, random.Random(int(self.np_random.integers(2**31))))
-        self.steps, self.done, self.score = 0, False, 0.0
+        self.steps, self.done, self.score, self._ended = 0, False, 0.0, False
         return self._obs(), self._info()
 
     def step(self, action):
         if self.session is None:
             raise RuntimeError("call reset() before step()")
+        if self._ended:
+            raise episode_ended("WebShopEnv")
         if not isinstance(action, str):
             raise TypeError(f"action must be a str such as 'search[red shoes]' or 'click[buy now]', "
                             f"got {type(action).__name__}")
-        valid = False
-        if not self.done:
-            valid = self.session.step(action)
-            self.steps += 1
-        reward, terminated = 0.0, self.done
-        if not self.done and self.session.page_name == "done":
-            self.done = terminated = True
+        valid = is_one_command(action) and self.session.step(action)
+        self.steps += 1
+        reward = 0.0
+        if self.session.page_name == "done":
+            self.done = True
             self.score = float(self.session.reward)
             reward = self._reward_fn(self.score)
+        terminated = self.done
         truncated = not terminated and self.steps >= self.cfg.max_steps
+        self._ended = terminated or truncated
         info = self._info()
         info["action_valid"] = valid
         return self._obs(), reward, terminated, truncated, info

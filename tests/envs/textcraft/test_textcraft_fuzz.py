@@ -1,5 +1,7 @@
 """10,000 random and malformed commands: nothing raises, and every reply and the inventory
-equal the reference's (the pinned reference engine is stepped with the same commands)."""
+equal the reference's (the pinned reference engine is stepped with the same commands), except for
+actions that break the rule all bipace envs share (multi-line or over ``MAX_ACTION_LENGTH``): those are
+invalid here, unchanged state, while the reference would run their first line."""
 from __future__ import annotations
 
 import contextlib
@@ -10,6 +12,7 @@ import gymnasium as gym
 import pytest
 
 import bipace_envs  # noqa: F401
+from bipace_envs.common import is_one_command
 from bipace_envs.textcraft.engine import Crafter
 
 FAILURES = ("Could not find ", "Could not find enough items to craft ", "Could not find a valid recipe for ",
@@ -57,18 +60,26 @@ def _mutate(rng: random.Random, action: str) -> str:
 def test_10000_random_and_malformed_actions_match_the_reference(book, reference):
     rng = random.Random(1234)
     env = gym.make("bipace/TextCraft-v0", preset="agentgym", max_steps=10**6).unwrapped
-    n = 0
+    n = rejected = wins = 0
     sink = io.StringIO()       # the reference prints "Wrong Item Count for ..." to stdout
-    for episode in range(25):
+    while n < 10_000:          # episodes of up to 400 steps; a win ends one (a step after it would raise)
         seed = rng.randrange(10**6)
         env.reset(options={"task_id": f"textcraft_{rng.randrange(544)}"})
         reference.env.goal = env.goal
         reference.env.inventory = {}
         pool = env.expert_actions() + list(env._useful)
-        for _ in range(400):
+        for _ in range(min(400, 10_000 - n)):
             action = rng.choice(pool)
             if rng.random() < 0.5:
                 action = _mutate(rng, action)
+            n += 1
+            if not is_one_command(action):
+                held = env.inventory
+                obs, reward, terminated, truncated, info = env.step(action)
+                assert obs == f"Could not execute {action}" and not info["action_valid"]
+                assert (reward, terminated, env.inventory) == (0.0, False, held)
+                rejected += 1
+                continue
             obs, reward, terminated, truncated, info = env.step(action)
             with contextlib.redirect_stdout(sink):
                 ref_obs, ref_reward, ref_term, _, _ = reference.step(action)
@@ -77,9 +88,11 @@ def test_10000_random_and_malformed_actions_match_the_reference(book, reference)
             assert info["action_valid"] == (not obs.startswith(("Wrong item format: ", "Could not execute ")))
             if not info["action_succeeded"]:
                 assert obs.startswith(FAILURES)
-            n += 1
+            if terminated:
+                wins += 1
+                break
         assert env.inventory == reference.inventory
-    assert n == 10_000
+    assert n == 10_000 and 300 < rejected < 2_000 and wins > 0
 
 
 def test_counts_beyond_int_parsing_answer_instead_of_crashing(book, reference):

@@ -83,7 +83,7 @@ def test_determinism_same_seed_same_episode():
             a = rng.choice(acts).replace("...", "soft cotton") if acts else "noop"
             obs, r, term, trunc, info = e.step(a)
             trace.append((obs, r, term))
-            if term:
+            if term or trunc:
                 break
         return trace
     assert run(3) == run(3)

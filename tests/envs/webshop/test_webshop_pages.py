@@ -5,8 +5,10 @@ from __future__ import annotations
 import random
 
 import gymnasium as gym
+import pytest
 
 import bipace_envs  # noqa: F401
+from bipace_envs.common import EpisodeEndedError
 from bipace_envs.webshop import pages
 from bipace_envs.webshop.catalogue import Product
 from bipace_envs.webshop.filters import filtered_results
@@ -82,14 +84,16 @@ def test_search_filter_prefixes():
     assert n > 50 and f"(Total results: {n})" in env.step(f"search[<c> {p.category}]")[0]
 
 
-def test_actions_after_buy_now_are_no_ops():
-    """Documented difference: the reference still runs a search[...] from the done page."""
+def test_a_step_after_buy_now_raises():
+    """Documented difference: the reference still runs a search[...] from the done page; here buying
+    ends the episode, as in every bipace env."""
     from bipace_envs.webshop import oracle_actions
     env = gym.make("bipace/WebShop-v0", split="all").unwrapped
     env.reset(seed=0, options={"task_id": 0})
-    for action in oracle_actions(env):
+    actions = oracle_actions(env)
+    env.reset(seed=0, options={"task_id": 0})
+    for action in actions:
         obs, r, term, trunc, info = env.step(action)
-    assert term
-    again = env.step("search[running shoes]")
-    assert again[0] == obs and again[1] == 0.0 and again[2] and again[-1]["action_valid"] is False
-    assert again[-1]["admissible_actions"] == []
+    assert term and actions[-1] == "click[buy now]" and info["admissible_actions"] == []
+    with pytest.raises(EpisodeEndedError, match="after the episode ended"):
+        env.step("search[running shoes]")

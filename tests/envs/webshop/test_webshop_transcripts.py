@@ -44,9 +44,11 @@ def _parse_rich_transcript(path):
 
 def test_text_transcript_replays_exactly(fixture_dir, specs_dir):
     goals, steps, rewards = _parse_text_transcript(specs_dir / "webshop-text-transcript.txt")
-    # pad_unmatched: the transcripts' stand-in ranker listed non-matching products too
+    # pad_unmatched: the transcripts' stand-in ranker listed non-matching products too; the reference
+    # has no step limit, and the transcript is longer than the default 15 steps
     env = gym.make("bipace/WebShop-v0", data_dir=str(fixture_dir), verify_hashes=False, split="all",
-                   fix_option_reward=True, reward_mode="score", pad_unmatched=True).unwrapped
+                   fix_option_reward=True, reward_mode="score", pad_unmatched=True,
+                   max_steps=len(steps)).unwrapped
     assert steps[0][0] == "reset"
     obs, info = env.reset(options={"goal": goals[0]})
     assert obs == steps[0][1]
