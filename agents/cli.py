@@ -4,13 +4,16 @@
     bipace-train --preset textcraft-table --out-dir runs/tc     # the results table's TextCraft setting
     bipace-train --preset textcraft-table --estimator grpo --set lr=1e-3   # flags and --set override it
     bipace-train --preset qwen1.5b-alfworld --estimator gigpo   # the paper's single-GPU setting
-    bipace-train ... --resume                                   # continue from the latest checkpoint
+    bipace-train ... --resume                                   # continue from the newest checkpoint
 
 Presets live in ``agents/presets.py`` (``--help`` lists them); without ``--preset`` the settings are
 ``agents.config.TrainConfig``'s defaults. Every field is an option (``--help`` lists them all); ``--set
-FIELD=VALUE`` takes any field too. Outputs in ``--out-dir``: ``adapter/`` (peft), ``checkpoints/``,
-``train.csv``, ``eval.csv``, ``tb/``, ``config.json`` (the preset's name and every field), ``summary.json``
-(and ``warm_start/`` with ``--sft-steps``).
+FIELD=VALUE`` takes any field too. A run locks ``--out-dir`` while it writes there (a second run into it
+stops at once, naming the first), and refuses a folder that holds anything unless ``--resume`` (continue
+the run there, with its settings) or ``--overwrite`` (delete it and start over). Outputs in
+``--out-dir``: ``adapter/`` (peft), ``checkpoints/``, ``train.csv``, ``eval.csv``, ``eval_by_task.jsonl``,
+``tb/``, ``config.json`` (the preset's name and every field), ``summary.json`` (and ``warm_start/`` with
+``--sft-steps``).
 """
 from __future__ import annotations
 
@@ -32,7 +35,7 @@ def main(argv=None) -> int:
         return 2
     try:
         from agents.trainer import Trainer
-        summary = Trainer(cfg).train()
+        summary = Trainer(cfg, own_folder=True).train()   # a used folder needs --resume or --overwrite
     except (ValueError, FileNotFoundError, NotImplementedError) as exc:
         print(f"bipace-train: error: {exc}", file=sys.stderr)
         return 2

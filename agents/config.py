@@ -106,8 +106,8 @@ class TrainConfig:
     estimator_options: str = opt("{}", "JSON of more estimators.EstimatorOptions, e.g. "
                                        "'{\"gae_lambda\": 0.9}' (the fields above have their own flags)")
     # --- PPO update ---------------------------------------------------------------------------
-    lr: float = opt(0.0, "learning rate (0 = auto: 3e-6 for hub models, the preset's LoRA rate for "
-                         "smollm2-135m / tiny)")
+    lr: float = opt(0.0, "learning rate > 0, or auto (stored as 0): 3e-6 for hub models, the preset's LoRA "
+                         "rate for smollm2-135m / tiny", auto=0.0)
     weight_decay: float = opt(0.01, "AdamW weight decay")
     grad_clip: float = opt(1.0, "max gradient norm")
     clip_ratio: float = opt(0.2, "PPO clip (low and high)")
@@ -159,7 +159,11 @@ class TrainConfig:
     eval_batch: int = opt(64, "at most this many envs stepped together during evaluation (the episodes "
                           "are split into equal chunks of at most this many)")
     checkpoint_every: int = opt(10, "save adapter + optimizer + RNG every N iterations (0 = only at the end)")
-    resume: bool = opt(False, "continue from the latest checkpoint in out_dir")
+    resume: bool = opt(False, "continue from the newest readable checkpoint in out_dir, with the same "
+                              "settings but those of agents.checkpoints.RESUME_MAY_CHANGE (e.g. more "
+                              "iterations)")
+    overwrite: bool = opt(False, "delete what out_dir holds and start over (without it, and without "
+                                 "--resume, bipace-train refuses a non-empty out_dir)")
     tensorboard: bool = opt(True, "write TensorBoard logs (needs the tensorboard package)")
     progress: bool = opt(True, "show a progress bar")
     # --- imitation warm start -----------------------------------------------------------------
@@ -184,6 +188,10 @@ class TrainConfig:
     sft_checkpoint_every: int = opt(25, "SFT steps between warm-start checkpoints (in <warm start>"
                                         ".sft_checkpoint/; a rerun continues a stopped warm start from the "
                                         "last one; 0 = never)")
+
+    def __post_init__(self):
+        from agents.config_rules import check_config
+        check_config(self)
 
     def preset(self):
         """The ``agents.models.MODEL_PRESETS`` entry of ``model``, or None for hub ids and folders."""
@@ -296,8 +304,18 @@ def build_parser(cls=TrainConfig, **kw) -> argparse.ArgumentParser:
         else:
             name_of_type = f.type if isinstance(f.type, str) else f.type.__name__
             typ = {"int": int, "float": float, "str": str}.get(name_of_type)
+            if "auto" in f.metadata:
+                typ = _or_auto(typ, f.metadata["auto"])
             parser.add_argument(name, type=typ, default=f.default, help=f.metadata["help"])
     return parser
+
+
+def _or_auto(typ, auto):
+    """An argparse type that also takes the word ``auto`` (the field's automatic value)."""
+    def parse(text: str):
+        return auto if text.strip().lower() == "auto" else typ(text)
+    parse.__name__ = typ.__name__          # argparse names the type in its error message
+    return parse
 
 
 def parse_config(argv=None) -> TrainConfig:

@@ -216,6 +216,7 @@ def parse_sets(items: list[str]) -> dict:
     """``["FIELD=VALUE", ...]`` as typed ``TrainConfig`` overrides; a clear error for an unknown field or
     a value of the wrong type."""
     types = {f.name: f.type for f in dataclasses.fields(TrainConfig)}
+    takes_auto = {f.name for f in dataclasses.fields(TrainConfig) if "auto" in f.metadata}
     out = {}
     for item in items:
         key, sep, value = item.partition("=")
@@ -228,6 +229,8 @@ def parse_sets(items: list[str]) -> dict:
             if value.lower() not in ("1", "0", "true", "false", "yes", "no"):
                 raise ValueError(f"--set {key}: expected true/false, got {value!r}")
             out[key] = value.lower() in ("1", "true", "yes")
+        elif key in takes_auto and value.strip().lower() == "auto":
+            out[key] = "auto"                 # TrainConfig stores the automatic value
         elif typ.startswith("str | None"):
             out[key] = None if value.lower() in ("", "none") else value
         else:

@@ -22,6 +22,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from agents.crash_points import crash_point
 from agents.ppo import response_logits, response_logprobs
 from agents.prefix import hashable_key
 
@@ -227,6 +228,7 @@ def sft(model, tokenizer, examples: list[SftExample], steps: int, lr: float, bat
         torch.nn.utils.clip_grad_norm_(params, 1.0)
         opt.step()
         sched.step()
+        crash_point("sft_step")
         losses.append(loss.item())
         bar.update(1)
         bar.set_postfix(loss=f"{losses[-1]:.3f}", refresh=False)
@@ -297,8 +299,10 @@ def run_sft(cfg, spec, make_env, tasks, path: Path, prompt_settings, held_out=()
     if mode == "lora":
         model = model.merge_and_unload()
     tmp = path.with_name(path.name + ".tmp")
+    shutil.rmtree(tmp, ignore_errors=True)       # a save a killed run left half-written
     model.save_pretrained(tmp)
     tok.save_pretrained(tmp)
+    crash_point("warm_start_save")
     tmp.rename(path)
     shutil.rmtree(checkpoints, ignore_errors=True)     # the finished warm start replaces them
     return path

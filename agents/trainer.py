@@ -10,8 +10,11 @@ advantages with ``estimators.compute_advantages(batch, estimator, ...)``, broadc
 take PPO-clip steps (dual clip, token-mean over each mini-batch, micro-batched with gradient
 accumulation) with an entropy bonus and low-variance KL to the reference policy, which is the same
 model with the LoRA adapter disabled (no second copy in memory). Checkpoints hold the adapter (peft
-format), optimizer, RNG states and iteration; ``resume=True`` continues from the latest one.
-Logs: ``train.csv``/``eval.csv`` and TensorBoard under ``out_dir``. Loss options (``agents.ppo``):
+format), optimizer, RNG states, iteration and the logs' sizes; ``resume=True`` continues from the newest
+readable one, with the same settings (``agents.checkpoints``). The run holds a lock on ``out_dir``
+(``agents.run_folder``) and stops at the first NaN or inf in the advantages, loss or gradient norm
+(``agents.finite``). Logs: ``train.csv``/``eval.csv``/``eval_by_task.jsonl`` and TensorBoard under
+``out_dir`` (``agents.train_log``). Loss options (``agents.ppo``):
 GSPO's sequence ratio, DAPO's clip-higher, seq-mean aggregation; DAPO's dynamic sampling in
 ``agents.dynamic_sampling``.
 """
@@ -28,26 +31,32 @@ import torch
 from agents.config import TrainConfig
 from estimators import broadcast_to_tokens
 from agents.envs import get_env_spec, split_env_factory
-from agents.checkpoints import load_checkpoint, save_checkpoint
+from agents.checkpoints import check_resume_settings, load_checkpoint, replace_text, save_checkpoint
+from agents.crash_points import crash_point
+from agents.finite import check_advantages, check_step
 from agents.models import LoraSettings, add_lora, load_policy
 from agents.dynamic_sampling import dynamic_sample
 from agents.evaluation import chunk_width, evaluate_tasks
-from agents.gpu_memory import PhaseMemory, prefer_expandable_segments, progress_text
+from agents.gpu_memory import PhaseMemory, prefer_expandable_segments
 from agents.ppo import agg_loss, check_loss_options, ppo_terms, response_logprobs, row_logp_sums
 from agents.prompts import make_prompter
 from agents.rollout import RolloutCollector
 from agents.row_order import (by_episode, micro_batch_order, prefix_codes, prefix_groups, shares_prefix,
                               shuffled_rows)
 from agents.task_sampling import TASK_SAMPLERS, TaskTally, pick_tasks
-from agents.train_log import CsvLog, mixed_group_share
+from agents.run_folder import claim_run_folder
+from agents.train_log import RunRecord, mixed_group_share
 
 
 class Trainer:
     """``make_env``/``train_tasks``/``eval_tasks``/``model``+``tokenizer`` may be injected (tests, custom
-    envs); by default they come from ``agents.envs`` and ``agents.models``."""
+    envs); by default they come from ``agents.envs`` and ``agents.models``. ``own_folder`` (bipace-train):
+    refuse an ``out_dir`` that holds anything unless ``cfg.resume`` or ``cfg.overwrite``; without it the
+    folder keeps what it holds (benchmarks put a warm start there first). Either way the trainer holds
+    the folder's lock until ``close()``."""
 
     def __init__(self, cfg: TrainConfig, make_env=None, train_tasks=None, eval_tasks=None,
-                 model=None, tokenizer=None):
+                 model=None, tokenizer=None, own_folder: bool = False):
         self.cfg = cfg
         self.out = Path(cfg.out_dir)   # created once the arguments are checked (no stray runs/run)
         if cfg.threads > 0:
@@ -64,8 +73,6 @@ class Trainer:
         if eval_tasks is None:
             eval_tasks = self.spec.split_tasks(self.make_eval_env, cfg.eval_split)
         self.train_tasks, self.eval_tasks = list(train_tasks), list(eval_tasks)
-        if not 0.0 <= cfg.rl_rename <= 1.0:
-            raise ValueError(f"rl_rename is a probability in [0, 1], got {cfg.rl_rename}")
         if not self.train_tasks:
             raise ValueError(f"no training tasks in split {cfg.train_split!r} of {cfg.env}")
         if cfg.task_sampling not in TASK_SAMPLERS:
@@ -82,7 +89,21 @@ class Trainer:
         print(f"{cfg.estimator}: advantage normalisation {self.mode}"
               + (" (the estimator's default)" if cfg.mode is None else " (--mode)"))
         self.prompt_settings = cfg.prompt_settings()
-        self.out.mkdir(parents=True, exist_ok=True)
+        self.folder_lock = claim_run_folder(self.out, resume=cfg.resume or not (own_folder or cfg.overwrite),
+                                            overwrite=cfg.overwrite, what="training run")
+        try:
+            self._set_up(model, tokenizer)
+        except BaseException:
+            self.folder_lock.release()
+            raise
+
+    def _set_up(self, model, tokenizer) -> None:
+        """The work after the folder is locked: settings check, warm start, policy, optimizer, checkpoint."""
+        cfg = self.cfg
+        if cfg.resume:
+            check_resume_settings(self.out, cfg)     # before the warm start: a changed setting is named
+        # written first, so a run killed in its warm start can be resumed
+        replace_text(self.out / "config.json", json.dumps(asdict(cfg), indent=1))
         prefer_expandable_segments()
         if model is None:
             base = self._warm_start_path() if cfg.sft_steps > 0 else cfg.model
@@ -97,10 +118,8 @@ class Trainer:
         self._collectors: dict[str, RolloutCollector] = {}
         self.eval_by_task: dict[str, list] = {}      # the last evaluation's [won, episodes] per goal
         self.eval_episodes: dict = {}                # ... and its episodes in order (tasks, won, scores)
-        self.start_iteration = 1
-        if cfg.resume:
-            self.start_iteration = self.load_checkpoint() + 1
-        (self.out / "config.json").write_text(json.dumps(asdict(cfg), indent=1))
+        self.run_record, self.current_iteration = RunRecord(), 0     # eval_before, seconds per process
+        self.start_iteration = self.load_checkpoint() + 1 if cfg.resume else 1
 
     def _env_factory(self, kwargs: dict, split: str):
         return split_env_factory(self.spec, kwargs, split, self.max_steps)
@@ -183,7 +202,10 @@ class Trainer:
             from agents.hindsight import score_hindsight, settings_for
             sums, self.hindsight_stats = score_hindsight(self.model, self.tok, ro, settings_for(c))
             batch = batch.with_fields(hind_logp_sum=sums)
-        return compute_advantages(batch, c.estimator, **c.estimator_kwargs(self.mode))
+        options = c.estimator_kwargs(self.mode)
+        adv = compute_advantages(batch, c.estimator, **options)
+        check_advantages(adv, batch, c.estimator, options)      # a NaN stops the run before the update
+        return adv
 
     @torch.no_grad()
     def _old_logprobs(self, ro) -> list:
@@ -241,11 +263,11 @@ class Trainer:
         sums = {"loss": 0.0, "pg_loss": 0.0, "kl": 0.0, "entropy": 0.0, "clipfrac": 0.0}
         grad_norms = []
         self.model.train()
-        for _ in range(c.ppo_epochs):
+        for epoch in range(c.ppo_epochs):
             order = shuffled_rows(ro, rows_all, rng, whole_episodes)
             for s in range(0, len(order), mini):
                 mb = order[s:s + mini]
-                T = float(lengths[mb].sum())
+                T, mb_loss = float(lengths[mb].sum()), 0.0
                 self.optimizer.zero_grad(set_to_none=True)
                 mb_sorted = micro_batch_order(ro, mb, lengths, key_code, whole_episodes)
                 for m0 in range(0, len(mb), c.micro_batch_rows):
@@ -276,6 +298,7 @@ class Trainer:
                         else torch.zeros((), device=dev)
                     loss = pg - c.entropy_coef * ent + c.kl_coef * kl
                     loss.backward()
+                    mb_loss += loss.item()
                     sums["loss"] += loss.item() * T
                     sums["pg_loss"] += pg.item() * T
                     sums["kl"] += kl.item() * T
@@ -283,7 +306,10 @@ class Trainer:
                     sums["clipfrac"] += t["clipped"].float().sum().item()
                 params = [p for p in self.model.parameters() if p.requires_grad]
                 grad_norms.append(float(torch.nn.utils.clip_grad_norm_(params, c.grad_clip)))
+                check_step(mb_loss, grad_norms[-1], f"iteration {self.current_iteration}, PPO epoch "
+                           f"{epoch + 1}, rows {s + 1}-{s + len(mb)} of {len(order)}")   # weights stay finite
                 self.optimizer.step()
+                crash_point("update")
         return sums, grad_norms
 
     def _drift(self, ro, rows: np.ndarray, old_all: list) -> float:
@@ -300,13 +326,14 @@ class Trainer:
         return {}
 
     def iteration(self, it: int) -> dict:
-        t0 = time.perf_counter()
+        t0, self.current_iteration = time.perf_counter(), it
         with self.memory.phase("rollout"):
             ro, rng = self.rollout(it)
             first, sampling = ro, {}
             if self.cfg.dynamic_sampling:
                 ro, sampling = dynamic_sample(first, lambda r: self.rollout(it, r)[0], self.cfg.batch_tasks,
                                               self.cfg.dynamic_sampling_rounds)
+        crash_point("rollout")
         t1 = time.perf_counter()
         adv = self.advantages(ro)
         t2 = time.perf_counter()
@@ -335,73 +362,30 @@ class Trainer:
 
     # ------------------------------------------------------------------ checkpoints
     def save_checkpoint(self, it: int) -> Path:
-        return save_checkpoint(self.out, it, self.model, self.optimizer, self.task_tally, self.cfg)
+        return save_checkpoint(self.out, it, self.model, self.optimizer, self.task_tally, self.cfg,
+                               self.run_record.for_checkpoint(self.out))
 
     def load_checkpoint(self) -> int:
-        """Restore the latest checkpoint of ``out_dir``; returns its iteration."""
-        state = load_checkpoint(self.out, self.model, self.optimizer)
+        """Restore the newest readable checkpoint of ``out_dir``; returns its iteration (0: none yet, so the
+        run starts again at iteration 1, its warm start kept)."""
+        state = load_checkpoint(self.out, self.model, self.optimizer, self.cfg.iterations)
+        if state is None:
+            return 0
         if "task_tally" in state:       # checkpoints older than task_sampling have none (uniform ignores it)
             self.task_tally = TaskTally(len(self.train_tasks), **state["task_tally"])
+        self.run_record = RunRecord(state.get("record", {}))
         return int(state["iteration"])
 
     # ------------------------------------------------------------------ main loop
     def train(self) -> dict:
-        from tqdm.auto import tqdm
-        c = self.cfg
-        done = self.start_iteration - 1
-        train_log = CsvLog(self.out / "train.csv", keep_upto=done if c.resume else None)
-        eval_log = CsvLog(self.out / "eval.csv", keep_upto=done if c.resume else None)
-        tb = None
-        if c.tensorboard:
-            try:
-                from torch.utils.tensorboard import SummaryWriter
-                tb = SummaryWriter(str(self.out / "tb"), purge_step=done + 1 if c.resume else None)
-            except ImportError:
-                print("tensorboard is not installed; logging to CSV only (pip install tensorboard)")
-        t_start = time.perf_counter()
-        summary = {"preset": c.preset_name, "estimator": c.estimator, "seed": c.seed, "mode": self.mode}
-
-        def run_eval(it):
-            ev = self.evaluate()
-            if ev:
-                eval_log.write({"iteration": it, **ev})
-                with open(self.out / "eval_by_task.jsonl", "a") as f:
-                    f.write(json.dumps({"iteration": it, "by_task": self.eval_by_task}) + "\n")
-                if tb:
-                    for k, v in ev.items():
-                        tb.add_scalar(f"eval/{k}", v, it)
-            return ev
-
-        if done == 0 and c.eval_before:
-            summary["eval_before"] = run_eval(0).get("eval_success")
-        bar = tqdm(range(self.start_iteration, c.iterations + 1), disable=not c.progress,
-                   desc=f"{c.estimator}")
-        for it in bar:
-            m = self.iteration(it)
-            train_log.write(m)
-            if tb:
-                for k, v in m.items():
-                    if k != "iteration":
-                        tb.add_scalar(f"train/{k}", v, it)
-            mem = progress_text(m)      # peak allocated/reserved GiB over the iteration's phases (CUDA)
-            bar.set_postfix(success=f"{m['success']:.2f}", loss=f"{m['loss']:.3f}",
-                            **({"mem": mem} if mem else {}))
-            if c.eval_every and it % c.eval_every == 0 and it != c.iterations:
-                run_eval(it)
-            if (c.checkpoint_every and it % c.checkpoint_every == 0) or it == c.iterations:
-                self.save_checkpoint(it)
-        if c.eval_at_end:
-            summary["eval_after"] = run_eval(c.iterations).get("eval_success")
-        self.model.save_pretrained(self.out / "adapter")
-        summary["wall_s"] = time.perf_counter() - t_start
-        if tb:
-            tb.close()
-        self.close()
-        (self.out / "summary.json").write_text(json.dumps(summary, indent=1))
-        return summary
+        """Evaluate, run the iterations with their logs and checkpoints, evaluate, save the adapter and
+        ``summary.json`` (``agents.run_loop``); returns the summary."""
+        from agents.run_loop import run_training
+        return run_training(self)
 
     def close(self) -> None:
-        """Stop the env workers (vectorised envs, Ray actors) this trainer started."""
+        """Stop the env workers (vectorised envs, Ray actors) this trainer started; give up the folder."""
         for col in self._collectors.values():
             col.close()
         self._collectors.clear()
+        self.folder_lock.release()

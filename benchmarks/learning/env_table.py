@@ -5,14 +5,17 @@
     python -m benchmarks.learning.env_table --preset webshop-table --out runs/webshop_table
     # the table so far; runs nothing
     python -m benchmarks.learning.env_table --out runs/alfworld_table --report
-    # warm start + its scores
-    python -m benchmarks.learning.env_table --out runs/alfworld_table --stop-after evals
+    # warm start + its scores; then continue it
+    python -m benchmarks.learning.env_table --preset alfworld-table --out runs/alfworld_table \\
+        --stop-after evals
+    python -m benchmarks.learning.env_table --out runs/alfworld_table --resume
     # what changed
     python -m benchmarks.learning.env_table --out runs/webshop_table --compare warm_start gigpo_seed0
 
-Stages, each kept in ``--out`` when it finishes, so a rerun with the same ``--out`` continues where a
-session stopped (a finished stage is never redone; the warm start continues from its last SFT checkpoint,
-an RL run from its last iteration's checkpoint, an evaluation from its last finished chunk of episodes):
+Stages, each kept in ``--out`` when it finishes, so a rerun with ``--resume`` and the same ``--out`` continues
+where a session stopped (one process at a time: a second one stops, naming the first) (a finished stage is
+never redone; the warm start continues from its last SFT checkpoint, an RL run from its last iteration's
+checkpoint, an evaluation from its last finished chunk of episodes):
 1. warm start: LoRA SFT of the preset's model on the env expert's trajectories of the training tasks
    (``benchmarks.warm_start.build_warm_start``), merged into ``warm_start/``;
 2. held-out scores of the warm start and of the untrained model (zero-shot) on every held-out set of
@@ -200,7 +203,7 @@ def screened_tasks(out: Path, cfg, warm: Path, repeats: int, first: int = 0) -> 
 # ------------------------------------------------------------------ main
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--out", required=True, help="the table's folder (a rerun continues it)")
+    ap.add_argument("--out", required=True, help="the table's folder (--resume continues it)")
     ap.add_argument("--preset", default=None,
                     help=f"one of {sorted(TABLES)} (default: the folder's, else alfworld-table)")
     ap.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
@@ -217,6 +220,9 @@ def build_parser() -> argparse.ArgumentParser:
                     help="leave the untrained model's scores for a later call (its episodes run to the "
                          "horizon)")
     ap.add_argument("--report", action="store_true", help="only write and print the report")
+    ap.add_argument("--resume", action="store_true",
+                    help="continue the table --out holds (finished stages are kept)")
+    ap.add_argument("--overwrite", action="store_true", help="empty --out first and start a new table")
     ap.add_argument("--compare", nargs=2, metavar=("POLICY_A", "POLICY_B"),
                     help="only print, per held-out set, the episodes two scored policies (warm_start, "
                          "zero_shot, <estimator>_seed<seed>) differ on and what each did there")
@@ -231,6 +237,18 @@ def main(argv=None) -> None:
     ap = build_parser()
     args = ap.parse_args(argv)
     out = Path(args.out)
+    if args.report or args.compare:         # read only: no claim on the folder
+        return build_table(args, ap, out)
+    from agents.run_folder import RunFolderError, claim_run_folder
+    try:
+        lock = claim_run_folder(out, resume=args.resume, overwrite=args.overwrite, what="env table")
+    except RunFolderError as exc:
+        ap.error(str(exc))
+    with lock:
+        return build_table(args, ap, out)
+
+
+def build_table(args, ap, out: Path) -> None:
     name, cfg = load_settings(out, args.preset, args.set, ap)
     from agents.presets import PRESETS
     spec = TABLES[name]

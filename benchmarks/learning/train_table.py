@@ -1,6 +1,7 @@
 """Zero-shot, warm start and RL table on TextCraft (goals held out from training), on CPU.
 
     python -m benchmarks.learning.train_table --out runs/table  # preset textcraft-table; ~4 hours on 2 cores
+    python -m benchmarks.learning.train_table --out runs/table --resume   # continue it after a stop
     python -m benchmarks.learning.train_table --out runs/table --report   # the table so far; runs nothing
     # another setting
     python -m benchmarks.learning.train_table --out runs/t2 --set lr=1e-3 --set iterations=6
@@ -22,15 +23,16 @@ and over goals (``benchmarks/learning/table_report.py``: a goal's episodes are c
 the honest one), and the change from the warm start paired goal by goal. Training-goal success per
 iteration is in each run's ``train.csv``; the table gives its mean over the first and last
 ``--curve-window`` iterations (at most half the run each).
-Writes ``results.json``, ``table.md`` and ``table.png`` in ``--out``; rerunning with the same ``--out``
-continues the table: the zero-shot score, the warm start and finished estimator-seed runs are kept, and
-the settings in its ``table_settings.json`` are the defaults (a ``--set`` or option with another value is
-refused; the settings that shape only RL runs, ``table_settings.RL_ONLY``, may change until the first run
-starts, so a table stopped after its warm start and screen can take another RL setting). A folder made
-before presets still continues: ``benchmarks/learning/table_settings.py`` maps its stored flags onto this
-form. The warm start is not reproduced across machines: the depth-1 settings gave 76.2% held-out
-success on one 2-core machine and 72.8% on two others (same code and seeds), so a table's runs must
-share its own warm start, and a table continued on another machine needs its folder copied there.
+Writes ``results.json``, ``table.md`` and ``table.png`` in ``--out`` (one process at a time: a second one
+stops, naming the first); rerunning with ``--resume`` and the same ``--out`` continues the table: the
+zero-shot score, the warm start and finished estimator-seed runs are kept, and the settings in its
+``table_settings.json`` are the defaults (a ``--set`` or option with another value is refused; the settings
+that shape only RL runs, ``table_settings.RL_ONLY``, may change until the first run starts, so a table stopped
+after its warm start and screen can take another RL setting). A folder made before presets still continues:
+``benchmarks/learning/table_settings.py`` maps its stored flags onto this form. The warm start is not
+reproduced across machines: the depth-1 settings gave 76.2% held-out success on one 2-core machine and 72.8%
+on two others (same code and seeds), so a table's runs must share its own warm start, and a table continued on
+another machine needs its folder copied there.
 
 Settings and why (what each fixed, measured with ``mixed_groups``, ``kl`` and ``drift`` in train.csv; the
 preset's docstring and docs/experiments.md hold the numbers):
@@ -202,6 +204,9 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--report", action="store_true",
                     help="only print the table (and write table.md, table.png) from what --out holds; "
                          "trains and evaluates nothing")
+    ap.add_argument("--resume", action="store_true",
+                    help="continue the table --out holds (finished stages kept; its stored settings rule)")
+    ap.add_argument("--overwrite", action="store_true", help="empty --out first and start a new table")
     return ap
 
 
@@ -263,7 +268,19 @@ def main(argv=None) -> None:
     ap = build_parser()
     args = ap.parse_args(argv)
     out = Path(args.out)
-    # rerunning with the same --out continues a table: finished runs are kept, not redone, so the
+    if args.report:                 # reads only: no claim on the folder
+        return build_table(args, ap, out)
+    from agents.run_folder import RunFolderError, claim_run_folder
+    try:
+        lock = claim_run_folder(out, resume=args.resume, overwrite=args.overwrite, what="TextCraft table")
+    except RunFolderError as exc:
+        ap.error(str(exc))
+    with lock:
+        return build_table(args, ap, out)
+
+
+def build_table(args, ap, out: Path) -> None:
+    # rerunning with --resume and the same --out continues a table: finished runs are kept, not redone, so the
     # settings that shape a run must be the ones the kept runs used: the folder's are the defaults then,
     # and a setting given with another value is refused below
     stored = table_settings.load(out)

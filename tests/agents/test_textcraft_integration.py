@@ -54,19 +54,15 @@ def test_trainer_rejects_bad_env_kwargs():
 def test_cli_warm_start_then_rl_on_textcraft(tmp_path):
     import json
     from agents.cli import main
-    rc = main(["--env", "textcraft", "--estimator", "bipace", "--model", "tiny", "--out-dir", str(tmp_path),
-               "--env-kwargs", json.dumps({"preset": "agentgym", "depths": [1, 2]}), "--no-show-admissible",
-               "--max-steps", "3", "--max-new-tokens", "12", "--sft-steps", "4", "--sft-episodes", "8",
-               "--sft-passes", "2", "--sft-rename", "0.5",
-               "--batch-tasks", "2", "--group-size", "2", "--iterations", "2", "--eval-tasks", "4",
-               "--eval-batch", "4", "--checkpoint-every", "1", "--no-progress"])
-    assert rc == 0
+    args = ["--env", "textcraft", "--estimator", "bipace", "--model", "tiny", "--out-dir", str(tmp_path),
+            "--env-kwargs", json.dumps({"preset": "agentgym", "depths": [1, 2]}), "--no-show-admissible",
+            "--max-steps", "3", "--max-new-tokens", "12", "--sft-steps", "4", "--sft-episodes", "8",
+            "--sft-passes", "2", "--sft-rename", "0.5",
+            "--batch-tasks", "2", "--group-size", "2", "--iterations", "2", "--eval-tasks", "4",
+            "--eval-batch", "4", "--checkpoint-every", "1", "--no-progress"]
+    assert main(args) == 0
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert summary["estimator"] == "bipace" and summary["eval_after"] is not None
     assert (tmp_path / "warm_start" / "config.json").exists() and (tmp_path / "adapter").is_dir()
-    assert main(["--env", "textcraft", "--model", "tiny", "--out-dir", str(tmp_path), "--resume",
-                 "--env-kwargs", json.dumps({"preset": "agentgym", "depths": [1, 2]}), "--no-show-admissible",
-                 "--max-steps", "3", "--max-new-tokens", "12", "--sft-steps", "4", "--batch-tasks", "2",
-                 "--group-size", "2", "--iterations", "3", "--eval-tasks", "4", "--eval-batch", "4",
-                 "--no-progress"]) == 0
+    assert main(args + ["--resume", "--iterations", "3"]) == 0        # the same settings, one more iteration
     assert len((tmp_path / "train.csv").read_text().splitlines()) == 4      # header + iterations 1..3

@@ -28,7 +28,7 @@ def keep_torch_threads():
 
 def test_webshop_table_runs_every_stage_keeps_them_and_refuses_other_settings(
         tmp_path, capsys, keep_torch_threads, monkeypatch):
-    out = ["--out", str(tmp_path)]
+    out = ["--out", str(tmp_path), "--resume"]
     # the tiny warm start wins nothing: the screen would stop the table, so RL samples every screened task
     env_table.main(out + ["--preset", "webshop-table"] + TINY + ["--screen-repeats", "0"])
     text = (tmp_path / "table.md").read_text()
@@ -44,6 +44,10 @@ def test_webshop_table_runs_every_stage_keeps_them_and_refuses_other_settings(
     assert (tmp_path / "gigpo_seed0" / "adapter").is_dir()
     assert (tmp_path / "curves.png").exists()
 
+    # a rerun without --resume would mix two tables in one folder: refused before any work
+    with pytest.raises(SystemExit):
+        env_table.main(["--out", str(tmp_path), "--screen-repeats", "0"])
+    assert "is not empty" in capsys.readouterr().err and (tmp_path / "table.md").read_text() == text
     # a rerun plays nothing again: every stage is kept
     from agents.trainer import Trainer
 

@@ -41,13 +41,16 @@ def rl_goals(monkeypatch) -> list:
 
 def test_rerun_keeps_finished_runs_adds_missing_ones_and_refuses_other_settings(
         tmp_path, capsys, keep_torch_threads):
-    out = ["--out", str(tmp_path)]
+    out = ["--out", str(tmp_path), "--resume"]
     train_table.main(out + TINY + ["--estimators", "grpo"])
     first = json.loads((tmp_path / "results.json").read_text())
     assert [(r["estimator"], r["seed"]) for r in first] == [("grpo", 0)]
     assert "| grpo seed 0 | " in capsys.readouterr().out     # the table ends with its report
     assert first[0]["sft_s"] > 0        # the warm start's own time, recorded beside it
 
+    with pytest.raises(SystemExit):      # a rerun without --resume would mix two tables: refused
+        train_table.main(["--out", str(tmp_path)] + TINY + ["--estimators", "grpo", "gigpo"])
+    assert "is not empty" in capsys.readouterr().err
     train_table.main(out + TINY + ["--estimators", "grpo", "gigpo"])
     second = json.loads((tmp_path / "results.json").read_text())
     assert second[0] == first[0]        # kept, not rerun
@@ -71,7 +74,7 @@ def test_rerun_keeps_finished_runs_adds_missing_ones_and_refuses_other_settings(
 def test_a_table_made_before_presets_continues_with_its_stored_flags(tmp_path, capsys, keep_torch_threads):
     """A folder whose table_settings.json holds train_table's old flags: mapped onto a TrainConfig, kept
     runs are kept, and a flag it never stored reads as the default that table ran with."""
-    out = ["--out", str(tmp_path)]
+    out = ["--out", str(tmp_path), "--resume"]
     train_table.main(out + TINY + ["--estimators", "grpo"] + sets("hidden_layer=0", "eps=0.05"))
     first = json.loads((tmp_path / "results.json").read_text())
     # the flags of commit 7e122c6 for TINY; depths and hidden_layer missing (added after it started)
@@ -131,7 +134,7 @@ def test_depths_choose_the_goals_of_warm_start_rl_and_evaluation(tmp_path, keep_
 
 
 def test_a_run_stopped_after_a_checkpoint_continues_instead_of_restarting(tmp_path, keep_torch_threads):
-    out = ["--out", str(tmp_path)]
+    out = ["--out", str(tmp_path), "--resume"]
     train_table.main(out + TINY + ["--estimators", "grpo"])
     log = (tmp_path / "grpo_seed0" / "train.csv").read_text()
     assert (tmp_path / "grpo_seed0" / "checkpoints" / "latest").exists()
@@ -144,7 +147,7 @@ def test_a_run_stopped_after_a_checkpoint_continues_instead_of_restarting(tmp_pa
 def test_screen_limits_rl_to_the_training_goals_the_warm_start_won(tmp_path, capsys, monkeypatch,
                                                                    keep_torch_threads):
     from agents.trainer import Trainer
-    out = ["--out", str(tmp_path)]
+    out = ["--out", str(tmp_path), "--resume"]
     screened = TINY[:-1] + ["1", "--min-ingredients", "1"]
     # the untrained tiny model wins no goal: the screen runs over every training goal, then says so
     with pytest.raises(SystemExit, match="won no training goal"):
@@ -303,7 +306,7 @@ def test_train_goals_replace_the_screen_and_unknown_ones_are_refused(tmp_path, c
     assert not (tmp_path / "t").exists()
     goals = tmp_path / "goals.txt"
     goals.write_text("# two training goals\nclock   # two ingredients\ngold_nugget\n\n")
-    out = ["--out", str(tmp_path / "t")]
+    out = ["--out", str(tmp_path / "t"), "--resume"]
     train_table.main(out + TINY[:-2] + ["--screen-repeats", "1", "--estimators", "grpo",
                                         "--train-goals", str(goals)])
     assert rl_goals == [["clock", "gold_nugget"]]        # the RL run's goals; no screen was played
@@ -323,7 +326,7 @@ def test_train_goals_replace_the_screen_and_unknown_ones_are_refused(tmp_path, c
 
 
 def test_train_goals_may_be_chosen_after_a_warm_start_only_table(tmp_path, keep_torch_threads):
-    out = ["--out", str(tmp_path)]
+    out = ["--out", str(tmp_path), "--resume"]
     train_table.main(out + TINY + ["--sft-only"])        # then probe it, then choose the RL goals
     goals = tmp_path / "goals.txt"
     goals.write_text("gold_nugget\n")
@@ -348,7 +351,7 @@ def test_rl_settings_may_change_until_the_first_run_and_rl_lora_layers_adapts_th
             layers.append(self.collector("train").capture.layer)
             modes.append((self.mode, cfg.dynamic_sampling))
     monkeypatch.setattr(Trainer, "__init__", spy)
-    out = ["--out", str(tmp_path)]
+    out = ["--out", str(tmp_path), "--resume"]
     train_table.main(out + TINY + ["--sft-only"])
     warm = (tmp_path / "warm_start" / "config.json").stat().st_mtime_ns
     # the warm start is reused: RL's learning rate and LoRA blocks are not part of it
@@ -371,7 +374,7 @@ def test_rl_settings_may_change_until_the_first_run_and_rl_lora_layers_adapts_th
                    "'mode': ('mean_norm', 'mean_std_norm')", "'hidden_layer': (-2, 0)"):
         assert change in str(refused.value)
     # a setting of the warm start itself is refused even before any run
-    other = ["--out", str(tmp_path / "w")] + TINY
+    other = ["--out", str(tmp_path / "w"), "--resume"] + TINY
     train_table.main(other + ["--sft-only"])
     with pytest.raises(SystemExit, match=r"'sft_lr': \(0.001, 0.0002\)"):
         train_table.main(other + ["--sft-only"] + sets("sft_lr=2e-4"))
@@ -379,7 +382,7 @@ def test_rl_settings_may_change_until_the_first_run_and_rl_lora_layers_adapts_th
 
 def test_min_ingredients_keeps_the_screened_goals_of_that_recipe_shape(tmp_path, capsys, rl_goals,
                                                                        keep_torch_threads):
-    out = ["--out", str(tmp_path)]
+    out = ["--out", str(tmp_path), "--resume"]
     screened = TINY[:-1] + ["1", "--also-simpler", "0"]
     for args, why in ((screened + ["--min-ingredients", "0"], "must be >= 1"),
                       (TINY + ["--min-ingredients", "2"], "needs --screen-repeats >= 1")):
