@@ -113,6 +113,15 @@ def claim_run_folder(path, *, resume: bool, overwrite: bool, what: str = "run") 
     return lock
 
 
+def claim_or_exit(parser, path, *, resume: bool, overwrite: bool, what: str = "run") -> RunFolderLock:
+    """``claim_run_folder`` for a command line: a refusal ends the program through ``parser.error`` (its
+    message, exit status 2) instead of a traceback."""
+    try:
+        return claim_run_folder(path, resume=resume, overwrite=overwrite, what=what)
+    except RunFolderError as exc:
+        parser.error(str(exc))
+
+
 def _acquire(folder: Path, what: str, created: bool) -> _Held:
     lock_path = folder / LOCK_NAME
     for _ in range(10):

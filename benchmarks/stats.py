@@ -33,3 +33,19 @@ def mean_ci95(x) -> tuple[float, float]:
     if len(x) < 2:
         return float(x.mean()) if len(x) else 0.0, 0.0
     return float(x.mean()), float(t975(len(x) - 1) * x.std(ddof=1) / math.sqrt(len(x)))
+
+
+# 95% quantiles of the chi-square distribution by degrees of freedom
+CHI2_95 = {1: 3.841, 2: 5.991, 3: 7.815, 4: 9.488, 5: 11.070, 6: 12.592, 7: 14.067, 8: 15.507, 9: 16.919,
+           10: 18.307}
+
+
+def chi2_95(dof: int) -> float:
+    """95% quantile of chi-square: tabled up to 10 degrees of freedom, above that Wilson-Hilferty's cube
+    approximation (within 0.3% there)."""
+    if dof < 1:
+        raise ValueError(f"a chi-square quantile needs at least 1 degree of freedom; got {dof}")
+    if dof in CHI2_95:
+        return CHI2_95[dof]
+    z = 1.644854
+    return dof * (1 - 2 / (9 * dof) + z * math.sqrt(2 / (9 * dof))) ** 3

@@ -1,32 +1,40 @@
 """Which estimator assigns credit best: every estimator's advantages against Monte-Carlo advantages of the
 real policy, on the same real rollouts (hidden states, observation hashes, action keys and all).
 
-    python -m benchmarks.credit.advantage_accuracy --out runs/aa_2plus --ingredients 2+   # 23 min on 2 cores
-    python -m benchmarks.credit.advantage_accuracy --out runs/aa_1 --ingredients 1        # 9 min (98.6% won)
+    python -m benchmarks.credit.advantage_accuracy --out runs/aa_2plus --ingredients 2+   # 25 min on 2 cores
+    python -m benchmarks.credit.advantage_accuracy --out runs/aa_2plus_b --ingredients 2+ --seed 1 \\
+        --splits train test --exclude runs/aa_2plus                    # a second batch on other goals
+    python -m benchmarks.credit.advantage_accuracy --pool runs/aa_2plus runs/aa_2plus_b --out runs/aa_pooled
     python -m benchmarks.credit.advantage_accuracy --out runs/x --policy PATH --set env=...  # another one
 
-Steps, each kept in ``--out`` so a stopped run continues where it was:
+Steps, each kept in ``--out`` so a stopped run continues where it was (``manifest.json`` holds every
+setting that shaped the folder's files; a rerun with another one stops and names it):
 1. The policy: ``--policy`` or, by default, the TextCraft table's warm start (SmolLM2-135M, preset
    ``textcraft-table``'s SFT; built once into ``--warm-start`` by ``benchmarks.warm_start``).
-2. The goals: a screen plays every candidate training goal ``--screen-repeats`` times at the RL temperature;
-   the batch takes ``--tasks`` goals the policy both won and lost there (mixed outcomes, where the
-   estimators' signals differ; then goals always won, if too few), a fixed draw (``--seed``).
+2. The goals: the tasks of ``--splits`` (default the preset's training split), less ``--exclude``'s batches;
+   a screen plays each ``--screen-repeats`` times at the RL temperature; the batch takes ``--tasks`` goals
+   the policy both won and lost there (mixed outcomes, where the estimators' signals differ; then goals
+   always won, if too few), a fixed draw (``--seed``).
 3. The batch every estimator sees: G = ``--group-size`` episodes per goal with the RL settings of the
    preset (temperature, prompts, horizon), hidden states captured as in training; GACA's log-probs and
-   HCAPO/RELACE's hindsight pass are filled as ``bipace-train`` fills them.
-4. Ground truth (``benchmarks/credit/mc_truth.py``): from each distinct state s_t of the batch, ``--samples``
-   K continuations with the same policy and temperature, the state reached by deterministic replay (reset
-   with the episode's task and seed, its action prefix re-applied and every observation hash checked),
-   so the continuation's prompts carry the same history as the recorded episode's. V(s_t) is their mean
-   return, Q(s_t, a_t) = r_t + gamma W(s_{t+1}); A = Q - V with its standard error. The same for the env's
+   HCAPO/RELACE's hindsight pass are filled as ``bipace-train`` fills them (``policy_play.py``).
+4. Ground truth (``mc_truth.py``): from each distinct state s_t of the batch, ``--samples`` K continuations
+   with the same policy and temperature, from a random stream of their own, the state reached by
+   deterministic replay (reset with the episode's task and seed, its action prefix re-applied and every
+   observation hash checked); every continuation's first prompt is checked against the recorded one, token
+   for token. V(s_t) is their mean return, Q(s_t, a_t) = r_t + gamma W(s_{t+1}); A = Q - V with its
+   standard error (floored: K agreeing samples do not make a value certain). The same for the env's
    expert (deterministic, no model calls): QVal's reference-policy view.
-5. Scores (``benchmarks/credit/advantage_report.py``): correlations, sign agreement, scaled NMSE, singleton
-   and impure rates, rank agreement with the expert's A; 95% bootstrap intervals over goals and paired
-   differences (bipace - gigpo, gigpo - grpo, every estimator - grpo). Estimator settings are the
-   preset's (the trainer's options; BiGPO's radius as calibrated for the model), nothing tuned here.
+5. Scores (``advantage_report.py``): pooled and within-goal correlations, sign agreement, scaled NMSE,
+   singleton and impure rates, rank agreement with the expert's A, at each estimator's own normalisation
+   and at one common one; 95% jackknife-t intervals over goals; paired differences at the common
+   normalisation, BiPACE's ingredients apart first (pace - gigpo, bigpo - gigpo, bipace - pace,
+   bipace - gigpo), then every estimator against gigpo. Estimator settings are the preset's (the trainer's
+   options; BiGPO's radius as calibrated for the model), nothing tuned here.
+``--pool`` scores several finished batches as one (their goals and states kept apart).
 
 Outputs in ``--out``: rows.csv (per row: goal, step, Q, V, A, SE, expert A, every estimate), scores.csv,
-pairs.csv, summary.md, accuracy.png.
+pairs.csv, summary.md, accuracy.png, score_inputs.npz (what ``--pool`` reads).
 """
 from __future__ import annotations
 
@@ -35,7 +43,6 @@ import csv
 import dataclasses
 import json
 import os
-import pickle
 import sys
 import time
 from dataclasses import dataclass
@@ -59,8 +66,8 @@ class Size:
 SIZES = {
     # the TextCraft table's policy and settings; sized in docs/advantage-accuracy.md
     "textcraft-table": Size(tasks=12, group_size=6, samples=8, screen_repeats=2),
-    # bipace-compare's first stage: a few minutes on 2 cores before its short RL runs
-    "compare": Size(tasks=6, group_size=4, samples=4, screen_repeats=2, candidates=30),
+    # bipace-compare's stage: about 15 minutes on 2 cores (sized in docs/advantage-accuracy.md)
+    "compare": Size(tasks=8, group_size=4, samples=4, screen_repeats=2, candidates=40),
 }
 DEFAULT_SIZE = SIZES["textcraft-table"]
 
@@ -68,7 +75,11 @@ DEFAULT_SIZE = SIZES["textcraft-table"]
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    p.add_argument("--out", default="runs/advantage_accuracy", help="output folder (a rerun continues it)")
+    p.add_argument("--out", default="runs/advantage_accuracy",
+                   help="output folder (one writer at a time; --resume continues it)")
+    p.add_argument("--resume", action="store_true",
+                   help="continue the run --out holds (its manifest must match these settings)")
+    p.add_argument("--overwrite", action="store_true", help="empty --out first")
     p.add_argument("--preset", default="textcraft-table", help="the RL settings (agents/presets.py)")
     p.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
                    help="any TrainConfig field (repeatable)")
@@ -81,6 +92,13 @@ def build_parser() -> argparse.ArgumentParser:
                    help="TextCraft difficulty: goals whose simplest recipe needs 1 or 2+ distinct "
                         "ingredients (default: any)")
     p.add_argument("--goals", type=Path, help="candidate goals instead (a file, one task id per line)")
+    p.add_argument("--splits", nargs="+", metavar="SPLIT",
+                   help="the splits whose tasks are candidates (default: the preset's train_split); several "
+                        "only for an env that plays every split's tasks from one env (TextCraft)")
+    p.add_argument("--exclude", nargs="+", type=Path, default=[], metavar="RUN",
+                   help="leave out the goals of these finished runs' batches (a second batch on other goals)")
+    p.add_argument("--pool", nargs="+", type=Path, metavar="RUN",
+                   help="score these finished runs' batches as one (writes only the report in --out)")
     p.add_argument("--candidates", type=int,
                    help="screen at most this many candidate goals (a fixed draw; 0 = all; default: the "
                         "preset's Size)")
@@ -92,7 +110,6 @@ def build_parser() -> argparse.ArgumentParser:
                    help="episodes per candidate goal in the screen (0: no screen, the first B candidates; "
                         "default: the preset's Size)")
     p.add_argument("--chunk", type=int, default=48, help="continuations played at once")
-    p.add_argument("--bootstrap", type=int, default=2000, help="bootstrap resamples of the goals")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--estimators", nargs="+", help="default: every registered estimator")
     p.add_argument("--no-progress", action="store_true")
@@ -149,121 +166,54 @@ def with_policy(cfg, policy: str, out_dir: Path):
                                out_dir=str(out_dir))
 
 
+def batch_goals(run: Path) -> list[str]:
+    """The goal ids of a finished run's batch (its manifest keeps them)."""
+    path = Path(run) / "goals.json"
+    if not path.exists():
+        raise FileNotFoundError(f"--exclude/--pool {run}: no goals.json there; is it a finished run of "
+                                "this benchmark?")
+    return json.loads(path.read_text())
+
+
 def candidate_goals(args, trainer) -> list:
-    tasks = list(trainer.train_tasks)
+    splits = args.splits or [trainer.cfg.train_split]
+    if len(splits) > 1 and trainer.spec.split_kwarg:
+        raise ValueError(f"{trainer.cfg.env} builds one split per env; --splits takes one of them here "
+                         f"(got {splits})")
+    tasks = []
+    for split in splits:
+        listed = trainer.train_tasks if split == trainer.cfg.train_split else trainer.spec.split_tasks(
+            trainer.make_env, split)
+        tasks += [t for t in listed if str(t) not in {str(x) for x in tasks}]
     if args.goals:
         wanted = [line.split("#")[0].strip() for line in args.goals.read_text().splitlines()]
         wanted = {w for w in wanted if w}
         tasks = [t for t in tasks if str(t) in wanted]
         if not tasks:
-            raise ValueError(f"--goals {args.goals}: none of its ids is a training task of this env")
+            raise ValueError(f"--goals {args.goals}: none of its ids is a task of {splits}")
     if args.ingredients:
+        if trainer.cfg.env != "textcraft":
+            raise ValueError("--ingredients filters TextCraft goals by recipe; use --goals for other envs")
         from bipace_envs.textcraft.goals import goal_ingredients
         need = goal_ingredients()
         two = args.ingredients == "2+"
         tasks = [t for t in tasks if (need.get(str(t), 1) >= 2) == two]
+    taken = {g for run in args.exclude for g in batch_goals(run)}
+    tasks = [t for t in tasks if str(t) not in taken]
     if args.candidates and len(tasks) > args.candidates:
         pick = np.random.default_rng(args.seed).choice(len(tasks), args.candidates, replace=False)
         tasks = [tasks[i] for i in sorted(pick)]
     if not tasks:
-        raise ValueError("no candidate goals left after --goals/--ingredients")
+        raise ValueError("no candidate goals left after --splits/--goals/--ingredients/--exclude")
     return tasks
 
 
-def choose_goals(by_task: dict, tasks: list, b: int, seed: int) -> tuple[list, str]:
-    """B goals: mixed outcomes in the screen first, then always-won ones; a message when that is not B."""
-    wins = {str(t): by_task.get(str(t), [0, 0]) for t in tasks}
-    mixed = [t for t in tasks if 0 < wins[str(t)][0] < wins[str(t)][1]]
-    always = [t for t in tasks if wins[str(t)][1] and wins[str(t)][0] == wins[str(t)][1]]
-    if not mixed and not always:
-        raise SystemExit("the policy never won any candidate goal in the screen: every advantage of every "
-                         "estimator would be zero (sparse win reward) and the MC truth too. Use a stronger "
-                         "policy (--policy), easier goals, or more --screen-repeats")
-    rng = np.random.default_rng(seed)
-    chosen = list(rng.permutation(np.array(mixed, dtype=object)))[:b]
-    chosen += list(rng.permutation(np.array(always, dtype=object)))[:b - len(chosen)]
-    note = (f"{len(mixed)} of {len(tasks)} candidate goals had mixed outcomes in the screen and "
-            f"{len(always)} were always won; the batch takes {len(chosen)}")
-    return sorted(chosen, key=str), note
-
-
-# ------------------------------------------------------------------------------------ stages
-def screen(trainer, tasks, out: Path) -> dict:
-    path = out / "screen.json"
-    if not path.exists():
-        trainer.eval_tasks = list(tasks)
-        ev = trainer.evaluate(out / "screen.chunks.jsonl")
-        path.write_text(json.dumps({"eval_success": ev["eval_success"], "by_task": trainer.eval_by_task}))
-        (out / "screen.chunks.jsonl").unlink(missing_ok=True)
-    return json.loads(path.read_text())
-
-
-def record_batch(trainer, goals: list, args, out: Path):
-    """The batch every estimator sees (kept in batch.pkl): B goals x G episodes, one seed per goal."""
-    path = out / "batch.pkl"
-    if path.exists():
-        return pickle.loads(path.read_bytes())
-    import torch
-    from agents.ppo import row_logp_sums
-    from estimators import REGISTRY
-    c = trainer.cfg
-    rng = np.random.default_rng([args.seed, 1])
-    tasks = [g for g in goals for _ in range(c.group_size)]
-    seeds = np.repeat(rng.integers(0, 2**31 - 1, len(goals)), c.group_size).tolist()
-    groups = np.repeat(np.arange(len(goals)), c.group_size)
-    torch.manual_seed(args.seed)
-    trainer.model.eval()
-    t0 = time.perf_counter()
-    ro = trainer.collector("train").collect(tasks, seeds, groups)
-    batch = ro.batch.with_fields(**row_logp_sums(ro.response_ids, ro.old_logprobs))
-    stats = {"rollout_s": time.perf_counter() - t0}
-    if any("hind_logp_sum" in REGISTRY[n].needs for n in REGISTRY):
-        from agents.hindsight import score_hindsight, settings_for
-        sums, hstats = score_hindsight(trainer.model, trainer.tok, ro, settings_for(c))
-        batch = batch.with_fields(hind_logp_sum=sums)
-        stats["hindsight_s"] = hstats.get("seconds", 0.0)
-    ro.batch = batch
-    saved = {"ro": ro, "tasks": tasks, "seeds": seeds, "goals": goals, "stats": stats}
-    path.write_bytes(pickle.dumps(saved))
-    return saved
-
-
-class PolicyPlay:
-    """Continuations from replayed states with the policy: ``chunk`` envs of one collector at a time."""
-
-    def __init__(self, trainer, chunk: int, seed: int):
-        from agents.prompts import make_prompter
-        from agents.rollout import RolloutCollector
-        c, self.chunk, self.seed = trainer.cfg, chunk, seed
-        base = trainer.collector("train").s
-        settings = dataclasses.replace(base, capture_hidden=False, logprobs=False)
-        self.collector = RolloutCollector(trainer.model, trainer.tok, trainer.make_env, chunk,
-                                          make_prompter(c.env, trainer.prompt_settings), settings,
-                                          trainer.spec.reward_map, fallback_chars=trainer.spec.fallback_chars)
-
-    def __call__(self, jobs, chunk_seed):
-        import torch
-        n = len(jobs)
-        jobs = jobs + [jobs[-1]] * (self.chunk - n)          # the collector plays a fixed number of envs
-        torch.manual_seed(self.seed * 1_000_003 + chunk_seed)
-        ro = self.collector.collect([j[0] for j in jobs], [j[1] for j in jobs], list(range(self.chunk)),
-                                    replays=[j[2] for j in jobs])
-        out = []
-        for i in range(n):
-            rows = np.flatnonzero(ro.env_index == i)
-            rows = rows[np.argsort(ro.batch.step_idx[rows], kind="stable")]
-            out.append((ro.batch.reward[rows].tolist(), ro.batch.action_valid[rows].tolist(),
-                        bool(ro.success[i])))
-        return out
-
-    def close(self):
-        self.collector.close()
-
-
 def ground_truth(trainer, saved: dict, args, out: Path):
-    """MC truth of the batch's rows (continuations kept in continuations.jsonl) and the expert's A."""
+    """MC truth of the batch's rows (continuations kept in continuations.jsonl) and the expert's A (its
+    values kept by state key in expert_values.json)."""
     from benchmarks.credit.mc_truth import (ContinuationStore, episodes_of, expert_advantage,
                                             expert_values, mc_truth, plan_starts, run_continuations)
+    from benchmarks.credit.policy_play import PolicyPlay, recorded_prompts
     c, ro = trainer.cfg, saved["ro"]
     plan = plan_starts(episodes_of(ro, saved["tasks"], saved["seeds"]))
     store = ContinuationStore(out / "continuations.jsonl")
@@ -272,20 +222,25 @@ def ground_truth(trainer, saved: dict, args, out: Path):
           f"{todo} continuations to play", flush=True)
     t0 = time.perf_counter()
     if todo:
-        play = PolicyPlay(trainer, min(args.chunk, todo), args.seed)
+        play = PolicyPlay(trainer, min(args.chunk, todo), args.seed, recorded_prompts(plan, ro))
         try:
             run_continuations(plan, args.samples, play, store, play.chunk, c.gamma,
                               progress=not args.no_progress)
         finally:
             play.close()
+        print(f"every continuation's first prompt was the recorded one ({play.checked} checked)", flush=True)
     mc_s = time.perf_counter() - t0
     truth = mc_truth(plan, store, ro.batch.reward, ro.batch.action_valid, c.gamma, c.invalid_penalty)
-    expert_file = out / "expert_values.npy"
-    if not expert_file.exists():
+    expert_file = out / "expert_values.json"
+    known = json.loads(expert_file.read_text()) if expert_file.exists() else {}
+    if any(k not in known for k in plan.keys):
         spec = trainer.spec
-        np.save(expert_file, expert_values(plan, trainer.make_env, spec.expert, spec.reward_map, c.gamma,
-                                           spec.expert_reset_options))
-    expert_adv = expert_advantage(plan, np.load(expert_file), ro.batch.reward, ro.batch.action_valid, c.gamma,
+        values = expert_values(plan, trainer.make_env, spec.expert, spec.reward_map, c.gamma,
+                               spec.expert_reset_options)
+        known = {k: float(v) for k, v in zip(plan.keys, values)}
+        expert_file.write_text(json.dumps(known))
+    w_expert = np.array([known[k] for k in plan.keys])
+    expert_adv = expert_advantage(plan, w_expert, ro.batch.reward, ro.batch.action_valid, c.gamma,
                                   c.invalid_penalty)
     return truth, expert_adv, mc_s
 
@@ -304,14 +259,56 @@ def write_rows(path: Path, saved: dict, truth, expert_adv, estimates: dict) -> N
                         *(f"{estimates[n].adv[i]:.5f}" for n in names)])
 
 
+KEPT = ("screen.json", "screen.chunks.jsonl", "goals.json", "batch.pkl", "continuations.jsonl",
+        "expert_values.json")
+
+
+def manifest_settings(args, cfg, policy: str) -> dict:
+    """Every setting that shapes the kept files (the estimators and the report do not: they are recomputed
+    on every call)."""
+    from benchmarks.credit.manifest import fingerprint
+    goals = None
+    if args.goals:
+        lines = args.goals.read_text().splitlines()
+        goals = sorted(w for w in (line.split("#")[0].strip() for line in lines) if w)
+    return {"preset": args.preset, "set": list(args.set), "policy": policy,
+            "policy_sha1": fingerprint(policy), "env": cfg.env, "splits": args.splits or [cfg.train_split],
+            "ingredients": args.ingredients,
+            "goals": goals, "exclude": sorted({g for run in args.exclude for g in batch_goals(run)}),
+            "candidates": args.candidates, "tasks": args.tasks, "group_size": args.group_size,
+            "samples": args.samples, "screen_repeats": args.screen_repeats, "seed": args.seed,
+            "chunk": args.chunk}
+
+
+def report(inputs, out: Path, header: str) -> tuple:
+    """Score ``inputs`` at both normalisations; write scores.csv, pairs.csv and summary.md."""
+    from benchmarks.credit.advantage_report import markdown, score, verdict, write_csvs
+    own, common = score(inputs, "own"), score(inputs, "common")
+    write_csvs([own, common], out)
+    text = markdown(own, common, header)
+    text += "\n" + "\n".join(f"- {line}" for line in verdict(common)) + "\n"
+    (out / "summary.md").write_text(text)
+    return own, common, text
+
+
 def run(args) -> dict:
-    from agents.trainer import Trainer
-    from benchmarks.credit.advantage_report import (estimator_advantages, markdown, plot, score_all,
-                                                    verdict, write_csvs)
+    from agents.run_folder import claim_run_folder
     out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
+    # one writer per folder; a pooled report only rewrites its own files, so it may always reuse its folder
+    with claim_run_folder(out, resume=args.resume or (bool(args.pool) and not args.overwrite),
+                          overwrite=args.overwrite,
+                          what="credit benchmark"):
+        return pool(args) if args.pool else run_batch(args, out)
+
+
+def run_batch(args, out: Path) -> dict:
+    from agents.trainer import Trainer
+    from benchmarks.credit.advantage_report import COMMON_MODE, ScoreInputs, estimator_advantages, plot
+    from benchmarks.credit.manifest import check_manifest
+    from benchmarks.credit.policy_play import choose_goals, record_batch, screen
     preset_cfg, cfg = settings(args)
     policy = default_policy(args, preset_cfg)
+    check_manifest(out, manifest_settings(args, cfg, policy), list(KEPT))
     cfg = with_policy(cfg, policy, out / "policy")
     wall0 = time.perf_counter()
     trainer = Trainer(cfg)
@@ -324,9 +321,10 @@ def run(args) -> dict:
     else:
         goals, note = tasks[:args.tasks], f"the first {min(args.tasks, len(tasks))} candidates (no screen)"
     print(note, flush=True)
+    (out / "goals.json").write_text(json.dumps([str(g) for g in goals]))
     if len(goals) != cfg.batch_tasks:          # fewer usable goals than --tasks: a smaller batch
         trainer.cfg = cfg = dataclasses.replace(cfg, batch_tasks=len(goals))
-    saved = record_batch(trainer, goals, args, out)
+    saved = record_batch(trainer, goals, args.seed, out)
     ro = saved["ro"]
     won = float(ro.success.mean())
     print(f"batch: {len(goals)} goals x G={cfg.group_size}, {len(ro.batch)} rows, success {100 * won:.1f}%",
@@ -335,32 +333,54 @@ def run(args) -> dict:
     if not np.any(truth.adv != 0):
         raise SystemExit("every MC advantage is zero (no continuation from any state won): the policy never "
                          "wins these goals, so no estimator has anything to be right about")
-    estimates = estimator_advantages(ro.batch, cfg.estimator_kwargs(), args.estimators)
-    res = score_all(estimates, truth, ro.batch.group_id, expert_adv, args.bootstrap, args.seed)
-    write_rows(out / "rows.csv", saved, truth, expert_adv, estimates)
-    write_csvs(res, out)
+    own = estimator_advantages(ro.batch, cfg.estimator_kwargs(), args.estimators)
+    common = estimator_advantages(ro.batch, cfg.estimator_kwargs(), args.estimators, mode=COMMON_MODE)
+    inputs = ScoreInputs.of(truth, ro.batch.group_id, expert_adv, own, common)
+    inputs.save(out / "score_inputs.npz", won=won)
+    write_rows(out / "rows.csv", saved, truth, expert_adv, own)
     reliable = 1 - float(np.mean(truth.se ** 2) / max(np.var(truth.adv), 1e-12))
-    setting = (f"{cfg.env} ({args.ingredients or 'any'} ingredient goals), policy {Path(policy).name}, "
-               f"T={cfg.temperature}: {len(goals)} goals x G={cfg.group_size} ({len(ro.batch)} rows, "
-               f"episode success {100 * won:.1f}%), K={args.samples} continuations per distinct state, "
-               f"gamma {cfg.gamma}")
+    splits = "+".join(args.splits or [cfg.train_split])
+    setting = (f"{cfg.env} ({args.ingredients or 'any'} ingredient goals of {splits}), "
+               f"policy {Path(policy).name}, T={cfg.temperature}: {len(goals)} goals x G={cfg.group_size} "
+               f"({len(ro.batch)} rows, episode success {100 * won:.1f}%), K={args.samples} continuations "
+               f"per distinct state, gamma {cfg.gamma}, seed {args.seed}")
     header = (f"Estimator advantages vs Monte-Carlo A = Q - V on the same real rollouts: {setting}. "
               f"{note}. Reliability of the MC A (share of its variance that is not sampling noise): "
               f"{reliable:.2f}; mean SE {truth.se.mean():.3f}, mean |A| {np.abs(truth.adv).mean():.3f}. "
-              f"Rows with |A| > 2 SE (sign column): {int(np.sum(np.abs(truth.adv) > 2 * truth.se))}. "
-              f"Values: all rows; [95% bootstrap interval over {res.n_goals} goals, {args.bootstrap} "
-              "resamples].")
-    table = markdown(res, header)
-    lines = verdict(res)
-    table += "\n" + "\n".join(f"- {line}" for line in lines) + "\n"
-    (out / "summary.md").write_text(table)
-    plot(res, estimates, truth.adv, truth.se, out / "accuracy.png", setting)
+              f"Rows with |A| > 2 SE (sign column): {int(np.sum(np.abs(truth.adv) > 2 * truth.se))}.")
+    scored_own, scored_common, table = report(inputs, out, header)
+    plot(scored_own, own, truth.adv, truth.se, out / "accuracy.png", setting)
     timing = {"rollout_s": saved["stats"]["rollout_s"], "mc_s_this_call": mc_s,
               "wall_s_this_call": time.perf_counter() - wall0}
     (out / "timing.json").write_text(json.dumps(timing))
     print(table)
     print(f"wrote {out}/rows.csv, scores.csv, pairs.csv, summary.md, accuracy.png; times {timing}")
-    return {"results": res, "truth": truth, "estimates": estimates, "success": won}
+    return {"results": scored_common, "own": scored_own, "truth": truth, "estimates": own, "success": won}
+
+
+def pool(args) -> dict:
+    """Several finished batches scored as one: goals and states stay apart, intervals over all goals."""
+    from benchmarks.credit.advantage_report import ScoreInputs
+    parts = []
+    for run_dir in args.pool:
+        path = Path(run_dir) / "score_inputs.npz"
+        if not path.exists():
+            raise FileNotFoundError(f"--pool {run_dir}: no score_inputs.npz there; run that batch to the end "
+                                    "first")
+        inputs, meta = ScoreInputs.load(path)
+        parts.append({"inputs": inputs, "won": meta.get("won", float("nan"))})
+    labels = [Path(r).name for r in args.pool]
+    if len(set(labels)) != len(labels):
+        labels = [str(r) for r in args.pool]
+    inputs = ScoreInputs.pool([p["inputs"] for p in parts], labels)
+    out = Path(args.out)
+    batches = ", ".join(f"{lab} ({len(set(p['inputs'].goal))} goals, {100 * p['won']:.1f}% won)"
+                        for lab, p in zip(labels, parts))
+    header = (f"Estimator advantages vs Monte-Carlo A, {len(parts)} batches pooled: {batches}; "
+              f"{len(inputs.adv)} rows, {len(set(inputs.goal))} goals.")
+    own, common, table = report(inputs, out, header)
+    print(table)
+    return {"results": common, "own": own}
 
 
 def main(argv=None) -> int:
@@ -368,7 +388,7 @@ def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
     try:
         run(args)
-    except (ValueError, FileNotFoundError) as exc:
+    except (ValueError, FileNotFoundError) as exc:       # ManifestMismatch and NonFiniteAdvantages too
         print(f"advantage_accuracy: error: {exc}", file=sys.stderr)
         return 2
     return 0

@@ -1,40 +1,61 @@
-"""Scores of every estimator against Monte-Carlo advantages on the same rows, with bootstrap intervals over
-goals, paired differences, and the report (CSV, Markdown, figure) of
-``benchmarks/credit/advantage_accuracy.py``.
+"""Scores of every estimator against Monte-Carlo advantages on the same rows, with intervals over goals,
+paired differences, and the report (CSV, Markdown, figure) of ``benchmarks/credit/advantage_accuracy.py``.
 
-    est = estimator_advantages(batch, options)                 # {name: Estimate}; n/a ones say why
-    res = score_all(est, truth, groups, expert_adv, n_boot=2000)
-    write_report(res, out, header)
+    own = estimator_advantages(batch, options)                   # {name: Estimate}; n/a ones say why
+    common = estimator_advantages(batch, options, mode=COMMON_MODE)
+    inputs = ScoreInputs.of(truth, groups, expert_adv, own, common)
+    scored = score(inputs, "common")                             # one normalisation: pairs compare credit
+    write_report(...), markdown(scored_own, scored_common, header)
 
-Metrics per estimator (``benchmarks/credit/advantage_metrics.py``, shared with ``estimator_quality.py``), all
-on the advantage the estimator returns (what the policy gradient uses):
-- ``pearson`` / ``spearman``: correlation with the MC advantage A = Q - V over all rows;
-- ``sign``: sign agreement over rows whose |A| exceeds twice its standard error (a 0 estimate is wrong);
-- ``nmse_scaled``: error left after the least-squares rescaling of the estimate (1 = explains nothing);
-- ``singleton``: share of rows alone in their step group (no step-level signal); ``impure``: share of rows
-  whose step group holds two states whose MC values differ by more than twice their joint standard error;
+Metrics per estimator (``advantage_metrics.py``, shared with ``estimator_quality.py``), on the advantage
+the estimator returns (what the policy gradient uses):
+- ``pearson``: correlation with the MC advantage A = Q - V over all rows (pooled over goals);
+  ``pearson_within``: the mean over goals of each goal's own correlation (goals where A is constant are
+  left out), which a goal-level offset in the estimate cannot raise;
+- ``spearman``; ``sign``: sign agreement over rows whose |A| exceeds twice its standard error (a 0 estimate
+  is wrong); ``nmse_scaled``: error left after the least-squares rescaling (1 = explains nothing);
+- ``singleton``: share of rows alone in their step group; ``impure``: share of rows whose step group fails a
+  same-state test: the states in the group (each with its MC value and standard error) are tested for one
+  common value, chi-square at 5%, so a group of states that share a value is flagged 5% of the time
+  whatever its size (the old "any pair differs by 2 SE" rule flagged big groups more);
 - ``expert_spearman``: rank agreement with the expert's advantage Q^E(s, a) - V^E(s) (QVal's view).
-Intervals: percentile bootstrap over goals (rollout groups: a goal's rows are correlated), the same
-resamples for every estimator, so a paired difference's interval is that of the difference.
+Normalisation: each estimator is scored at its own (what training uses: GRPO and HGPO divide by the
+group's std, the step-group estimators only centre), and again with every estimator at ``COMMON_MODE``:
+dividing by a goal's std reweights goals in a pooled correlation, so paired differences are taken there,
+where they measure credit, not normalisation. Intervals: jackknife over goals with Student's t at n - 1
+(``intervals.jackknife_t``; its coverage on text MDPs is in docs/advantage-accuracy.md); a paired
+difference is the jackknife of the difference on the same goals.
 """
 from __future__ import annotations
 
 import csv
-from dataclasses import dataclass
+import json
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
-from benchmarks.credit.advantage_metrics import corr, impure_rows, nmse_scaled, sign_agreement, spearman
+from benchmarks.credit.advantage_metrics import corr, nmse_scaled, sign_agreement, spearman
+from benchmarks.credit.intervals import goal_members, jackknife_t
+from benchmarks.stats import chi2_95
 
-METRICS = ("pearson", "spearman", "sign", "nmse_scaled", "singleton", "impure", "expert_spearman")
-HIGHER_BETTER = {"pearson": True, "spearman": True, "sign": True, "nmse_scaled": False, "singleton": False,
-                 "impure": False, "expert_spearman": True}
-LABELS = {"pearson": "Pearson r", "spearman": "Spearman ρ", "sign": "sign (|A|>2SE)",
-          "nmse_scaled": "NMSE (scaled)", "singleton": "singleton rate", "impure": "impure rate",
-          "expert_spearman": "ρ with expert A"}
-# the differences the issue names first; every estimator against GRPO is added to them
-KEY_PAIRS = (("bipace", "gigpo"), ("gigpo", "grpo"), ("bipace", "grpo"))
+METRICS = ("pearson", "pearson_within", "spearman", "sign", "nmse_scaled", "singleton", "impure",
+           "expert_spearman")
+HIGHER_BETTER = {"pearson": True, "pearson_within": True, "spearman": True, "sign": True,
+                 "nmse_scaled": False, "singleton": False, "impure": False, "expert_spearman": True}
+LABELS = {"pearson": "Pearson r", "pearson_within": "r within goals", "spearman": "Spearman ρ",
+          "sign": "sign (|A|>2SE)", "nmse_scaled": "NMSE (scaled)", "singleton": "singleton rate",
+          "impure": "impure rate", "expert_spearman": "ρ with expert A"}
+COMMON_MODE = "mean_norm"
+# BiPACE's ingredients apart: action keys (pace - gigpo), hidden-state groups (bigpo - gigpo), hidden states
+# on top of action keys (bipace - pace), and both (bipace - gigpo); every other estimator is then set
+# against BASELINE
+DECOMPOSITION = (("pace", "gigpo"), ("bigpo", "gigpo"), ("bipace", "pace"), ("bipace", "gigpo"))
+BASELINE = "gigpo"
+
+
+class NonFiniteAdvantages(ValueError):
+    """An estimator returned NaN or inf on the batch."""
 
 
 @dataclass
@@ -46,188 +67,321 @@ class Estimate:
     reason: str = ""
 
 
-def estimator_advantages(batch, options: dict, names=None) -> dict[str, Estimate]:
+def estimator_advantages(batch, options: dict, names=None, mode: str | None = None) -> dict[str, Estimate]:
     """Every registered estimator (or ``names``) on ``batch`` with ``options`` (the trainer's: gamma, mode,
-    eps, ...). One that needs a field the batch lacks is reported with the field and how to produce it."""
+    eps, ...); ``mode`` overrides every estimator's normalisation. One that needs a field the batch lacks,
+    or rejects ``mode``, is reported with why; one that returns a non-finite value is an error naming it."""
     from estimators import REGISTRY, available_estimators, compute_advantages, step_groups
     from estimators.batch import missing_field_error
+    options = dict(options) if mode is None else {**options, "mode": mode}
     out = {}
     for name in names or available_estimators():
         missing = [f for f in REGISTRY[name].needs if getattr(batch, f) is None]
         if missing:
             out[name] = Estimate(None, reason=str(missing_field_error(name, missing[0])))
             continue
-        adv = compute_advantages(batch, name, **options)
-        out[name] = Estimate(np.asarray(adv, dtype=float), step_groups(batch, name, **options))
+        try:
+            adv = np.asarray(compute_advantages(batch, name, **options), dtype=float)
+        except ValueError as exc:
+            if mode is None:
+                raise
+            out[name] = Estimate(None, reason=f"not defined at mode={mode}: {exc}")
+            continue
+        bad = np.flatnonzero(~np.isfinite(adv))
+        if len(bad):
+            raise NonFiniteAdvantages(
+                f"estimator {name!r} returned {len(bad)} non-finite advantage(s) (first rows "
+                f"{bad[:5].tolist()}: {adv[bad[:5]].tolist()}) with options {options}; fix the estimator or "
+                "its options")
+        out[name] = Estimate(adv, step_groups(batch, name, **options))
     return out
 
 
 @dataclass
-class RowFlags:
-    """Per-row quantities the metrics read, fixed before resampling."""
-    singleton: np.ndarray | None
-    impure: np.ndarray | None
+class ScoreInputs:
+    """Everything the scores read, per row; ``pool`` joins several batches (goals and states stay apart)."""
+    goal: np.ndarray              # goal label of each row (a batch's rollout group)
+    adv: np.ndarray               # MC advantage A
+    se: np.ndarray                # its standard error (floored)
+    start: np.ndarray             # the state each row acted in (an id)
+    start_v: np.ndarray           # per row: the MC value of its state and that value's standard error
+    start_se: np.ndarray
+    expert_adv: np.ndarray | None
+    estimates: dict = field(default_factory=dict)    # {"own": {name: Estimate}, "common": {...}}
+
+    @classmethod
+    def of(cls, truth, groups, expert_adv, own: dict, common: dict) -> "ScoreInputs":
+        return cls(np.asarray(groups).astype(str), truth.adv, truth.se, np.asarray(truth.row_start),
+                   truth.v, truth.v_se, expert_adv, {"own": own, "common": common})
+
+    def save(self, path: Path, **extra) -> None:
+        """Write to a compressed .npz (numbers only, no pickle: small enough to keep beside the docs)."""
+        arrays = {k: getattr(self, k) for k in ("goal", "adv", "se", "start", "start_v", "start_se")}
+        if self.expert_adv is not None:
+            arrays["expert_adv"] = self.expert_adv
+        reasons = {}
+        for kind, ests in self.estimates.items():
+            for name, e in ests.items():
+                if e.adv is None:
+                    reasons[f"{kind}/{name}"] = e.reason
+                    continue
+                arrays[f"{kind}/{name}/adv"] = e.adv
+                if e.codes is not None:
+                    arrays[f"{kind}/{name}/codes"] = np.asarray(e.codes)
+        arrays["meta"] = np.array(json.dumps({"reasons": reasons, **extra}))
+        np.savez_compressed(path, **arrays)
+
+    @classmethod
+    def load(cls, path: Path) -> tuple["ScoreInputs", dict]:
+        """(inputs, the ``extra`` given to ``save``)."""
+        with np.load(path) as z:
+            meta = json.loads(str(z["meta"]))
+            estimates: dict = {"own": {}, "common": {}}
+            for key in z.files:
+                parts = key.split("/")
+                if len(parts) == 3 and parts[2] == "adv":
+                    codes = z.get(f"{parts[0]}/{parts[1]}/codes")
+                    estimates[parts[0]][parts[1]] = Estimate(z[key], codes)
+            for key, reason in meta.pop("reasons").items():
+                kind, name = key.split("/")
+                estimates[kind][name] = Estimate(None, reason=reason)
+            inputs = cls(z["goal"].astype(str), z["adv"], z["se"], z["start"], z["start_v"], z["start_se"],
+                         z["expert_adv"] if "expert_adv" in z.files else None, estimates)
+        return inputs, meta
+
+    @classmethod
+    def pool(cls, parts: list["ScoreInputs"], labels: list[str]) -> "ScoreInputs":
+        starts, offset = [], 0
+        for p in parts:
+            starts.append(p.start + offset)
+            offset += int(p.start.max()) + 1
+        estimates = {}
+        for kind in ("own", "common"):
+            names = sorted(set.intersection(*(set(p.estimates[kind]) for p in parts)))
+            estimates[kind] = {n: _pooled_estimate([p.estimates[kind][n] for p in parts]) for n in names}
+        expert = (None if any(p.expert_adv is None for p in parts)
+                  else np.concatenate([p.expert_adv for p in parts]))
+        return cls(np.concatenate([np.char.add(f"{lab}:", p.goal) for lab, p in zip(labels, parts)]),
+                   np.concatenate([p.adv for p in parts]), np.concatenate([p.se for p in parts]),
+                   np.concatenate(starts), np.concatenate([p.start_v for p in parts]),
+                   np.concatenate([p.start_se for p in parts]), expert, estimates)
 
 
-def row_flags(est: Estimate, v: np.ndarray, v_se: np.ndarray) -> RowFlags:
-    if est.codes is None:
-        return RowFlags(None, None)
+def _pooled_estimate(parts: list[Estimate]) -> Estimate:
+    if any(e.adv is None for e in parts):
+        return Estimate(None, reason=next(e.reason for e in parts if e.adv is None))
+    codes, offset = None, 0
+    if all(e.codes is not None for e in parts):
+        codes = []
+        for e in parts:
+            codes.append(np.asarray(e.codes) + offset)
+            offset += int(np.max(e.codes)) + 1
+        codes = np.concatenate(codes)
+    return Estimate(np.concatenate([e.adv for e in parts]), codes)
 
-    def distinct(rows):         # two states whose values differ beyond twice their joint standard error
-        dv = np.abs(v[rows][:, None] - v[rows][None, :])
-        tol = 2 * np.sqrt(v_se[rows][:, None] ** 2 + v_se[rows][None, :] ** 2)
-        return bool(np.any(dv > np.maximum(tol, 1e-9)))
 
-    return RowFlags(np.bincount(est.codes)[est.codes] == 1, impure_rows(est.codes, distinct))
+def impure_rows(codes: np.ndarray, start: np.ndarray, start_v: np.ndarray,
+                start_se: np.ndarray) -> np.ndarray:
+    """Per row: does its step group fail the same-state test? The group's distinct states (their MC values
+    v_i with standard errors s_i) give Q = sum (v_i - v_w)^2 / s_i^2 around the weighted mean v_w; under
+    one common value Q is chi-square with k - 1 degrees of freedom, so the group is impure when Q exceeds
+    its 95% quantile."""
+    out = np.zeros(len(codes), dtype=bool)
+    order = np.argsort(codes, kind="stable")
+    bounds = np.flatnonzero(np.r_[True, codes[order][1:] != codes[order][:-1], True])
+    for lo, hi in zip(bounds[:-1], bounds[1:]):
+        rows = order[lo:hi]
+        _, first = np.unique(start[rows], return_index=True)
+        if len(first) < 2:
+            continue
+        v, w = start_v[rows[first]], 1.0 / np.maximum(start_se[rows[first]], 1e-9) ** 2
+        q = float(np.sum(w * (v - np.sum(w * v) / np.sum(w)) ** 2))
+        out[rows] = q > chi2_95(len(first) - 1)
+    return out
 
 
-def metrics_on(adv: np.ndarray, flags: RowFlags, truth_adv: np.ndarray, keep_sign: np.ndarray,
-               expert_adv: np.ndarray | None, idx: np.ndarray) -> np.ndarray:
-    """The METRICS of one estimator on rows ``idx`` (a resample may repeat rows)."""
-    e, a = adv[idx], truth_adv[idx]
-    nan = float("nan")
-    return np.array([
-        corr(e, a), spearman(e, a), sign_agreement(e, a, keep_sign[idx]), nmse_scaled(e, a),
-        nan if flags.singleton is None else float(flags.singleton[idx].mean()),
-        nan if flags.impure is None else float(flags.impure[idx].mean()),
-        nan if expert_adv is None else spearman(e, expert_adv[idx])])
+def _goal_corr(est: np.ndarray, adv: np.ndarray, members: list[np.ndarray]) -> np.ndarray:
+    """Each goal's own Pearson r (NaN where A is constant within the goal)."""
+    return np.array([corr(est[m], adv[m]) if np.ptp(adv[m]) > 1e-9 else np.nan for m in members])
 
 
 @dataclass
-class Results:
+class RowTerms:
+    """One estimator's per-row and per-goal quantities, fixed before any resampling."""
+    adv: np.ndarray
+    singleton: np.ndarray | None
+    impure: np.ndarray | None
+    goal_r: np.ndarray            # per goal (the order of goal_members)
+
+
+def row_terms(est: Estimate, inputs: ScoreInputs, members: list[np.ndarray]) -> RowTerms:
+    singleton = impure = None
+    if est.codes is not None:
+        codes = np.asarray(est.codes)
+        singleton = np.bincount(codes)[codes] == 1
+        impure = impure_rows(codes, inputs.start, inputs.start_v, inputs.start_se)
+    return RowTerms(est.adv, singleton, impure, _goal_corr(est.adv, inputs.adv, members))
+
+
+def metrics_on(t: RowTerms, inputs: ScoreInputs, keep_sign: np.ndarray, goal_index: np.ndarray,
+               idx: np.ndarray) -> np.ndarray:
+    """The METRICS of one estimator on rows ``idx`` (whole goals)."""
+    e, a = t.adv[idx], inputs.adv[idx]
+    nan = float("nan")
+    within = t.goal_r[np.unique(goal_index[idx])]
+    return np.array([
+        corr(e, a), float(np.nanmean(within)) if np.isfinite(within).any() else nan, spearman(e, a),
+        sign_agreement(e, a, keep_sign[idx]), nmse_scaled(e, a),
+        nan if t.singleton is None else float(t.singleton[idx].mean()),
+        nan if t.impure is None else float(t.impure[idx].mean()),
+        nan if inputs.expert_adv is None else spearman(e, inputs.expert_adv[idx])])
+
+
+@dataclass
+class Scored:
+    kind: str                   # "own" or "common" normalisation
     names: list                 # estimators scored
     na: dict                    # estimator -> reason it could not run
     point: dict                 # estimator -> (len(METRICS),) on all rows
-    boot: dict                  # estimator -> (n_boot, len(METRICS))
-    pairs: list                 # (a, b)
+    lo: dict
+    hi: dict
+    pairs: list                 # dicts: pair, metric, diff, lo, hi, beyond_interval, better
     n_rows: int
     n_goals: int
 
 
-def goal_resamples(groups: np.ndarray, n_boot: int, seed: int = 0) -> list[np.ndarray]:
-    """Row indices of ``n_boot`` resamples of the goals (rollout groups) with replacement."""
-    ids, inverse = np.unique(groups, return_inverse=True)
-    members = [np.flatnonzero(inverse == g) for g in range(len(ids))]
-    rng = np.random.default_rng(seed)
-    return [np.concatenate([members[g] for g in rng.integers(0, len(ids), len(ids))]) for _ in range(n_boot)]
+def default_pairs(names) -> list[tuple[str, str]]:
+    pairs = [p for p in DECOMPOSITION if p[0] in names and p[1] in names]
+    if BASELINE in names:
+        pairs += [(n, BASELINE) for n in names if n != BASELINE and (n, BASELINE) not in pairs]
+    return pairs
 
 
-def score_all(estimates: dict[str, Estimate], truth, groups: np.ndarray, expert_adv: np.ndarray | None,
-              n_boot: int = 2000, seed: int = 0) -> Results:
+def score(inputs: ScoreInputs, kind: str = "common", pairs=None) -> Scored:
+    """Every estimator of ``inputs.estimates[kind]``, with jackknife-t intervals over goals; paired
+    differences (``pairs``, default ``default_pairs``) the same way."""
+    estimates = inputs.estimates[kind]
     names = [n for n, e in estimates.items() if e.adv is not None]
     na = {n: e.reason for n, e in estimates.items() if e.adv is None}
-    keep = np.abs(truth.adv) > 2 * truth.se
-    flags = {n: row_flags(estimates[n], truth.v, truth.v_se) for n in names}
-    every = np.arange(len(truth.adv))
-    point = {n: metrics_on(estimates[n].adv, flags[n], truth.adv, keep, expert_adv, every) for n in names}
-    samples = goal_resamples(groups, n_boot, seed)
-    boot = {n: np.array([metrics_on(estimates[n].adv, flags[n], truth.adv, keep, expert_adv, idx)
-                         for idx in samples]) for n in names}
-    pairs = [p for p in KEY_PAIRS if p[0] in names and p[1] in names]
-    pairs += [(n, "grpo") for n in names if n != "grpo" and "grpo" in names and (n, "grpo") not in pairs]
-    return Results(names, na, point, boot, pairs, len(truth.adv), len(np.unique(groups)))
+    members = goal_members(inputs.goal)
+    goal_index = np.empty(len(inputs.goal), dtype=int)
+    for g, m in enumerate(members):
+        goal_index[m] = g
+    keep = np.abs(inputs.adv) > 2 * inputs.se
+    terms = {n: row_terms(estimates[n], inputs, members) for n in names}
 
+    def stat_of(*which):
+        if len(which) == 1:
+            return lambda idx: metrics_on(terms[which[0]], inputs, keep, goal_index, idx)
+        return lambda idx: (metrics_on(terms[which[0]], inputs, keep, goal_index, idx)
+                            - metrics_on(terms[which[1]], inputs, keep, goal_index, idx))
 
-def interval(values: np.ndarray) -> tuple[float, float]:
-    ok = values[~np.isnan(values)]
-    return (float("nan"),) * 2 if not len(ok) else tuple(np.percentile(ok, [2.5, 97.5]).tolist())
-
-
-def pair_rows(res: Results) -> list[dict]:
-    """Paired differences a - b of every metric, with their bootstrap intervals and whether 0 is outside."""
-    out = []
-    for a, b in res.pairs:
+    point, lo, hi = {}, {}, {}
+    for n in names:
+        point[n], lo[n], hi[n] = jackknife_t(stat_of(n), members)
+    rows = []
+    for a, b in (default_pairs(names) if pairs is None else pairs):
+        diff, d_lo, d_hi = jackknife_t(stat_of(a, b), members)
         for m, metric in enumerate(METRICS):
-            diff = res.point[a][m] - res.point[b][m]
-            lo, hi = interval(res.boot[a][:, m] - res.boot[b][:, m])
-            beyond = bool(lo > 0 or hi < 0) if not np.isnan(lo) else False
-            better = "" if not beyond else a if (diff > 0) == HIGHER_BETTER[metric] else b
-            out.append({"pair": f"{a} - {b}", "metric": metric, "diff": diff, "lo": lo, "hi": hi,
-                        "beyond_interval": beyond, "better": better})
-    return out
+            beyond = bool(d_lo[m] > 0 or d_hi[m] < 0) if np.isfinite(d_lo[m]) else False
+            better = "" if not beyond else a if (diff[m] > 0) == HIGHER_BETTER[metric] else b
+            rows.append({"pair": f"{a} - {b}", "metric": metric, "diff": float(diff[m]), "lo": float(d_lo[m]),
+                         "hi": float(d_hi[m]), "beyond_interval": beyond, "better": better})
+    return Scored(kind, names, na, point, lo, hi, rows, len(inputs.adv), len(members))
 
 
 def _cell(value: float, lo: float, hi: float) -> str:
     return "n/a" if np.isnan(value) else f"{value:.3f} [{lo:.3f}, {hi:.3f}]"
 
 
-def markdown(res: Results, header: str) -> str:
-    lines = [header, "", "| estimator | " + " | ".join(LABELS[m] for m in METRICS) + " |",
+def table(s: Scored) -> list[str]:
+    lines = ["| estimator | " + " | ".join(LABELS[m] for m in METRICS) + " |",
              "|---" * (len(METRICS) + 1) + "|"]
-    order = sorted(res.names, key=lambda n: -np.nan_to_num(res.point[n][0], nan=-9))
-    for n in order:
-        cells = [_cell(res.point[n][m], *interval(res.boot[n][:, m])) for m in range(len(METRICS))]
-        lines.append(f"| {n} | " + " | ".join(cells) + " |")
-    for n, why in res.na.items():
+    for n in sorted(s.names, key=lambda n: -np.nan_to_num(s.point[n][0], nan=-9)):
+        lines.append(f"| {n} | " + " | ".join(_cell(s.point[n][m], s.lo[n][m], s.hi[n][m])
+                                              for m in range(len(METRICS))) + " |")
+    for n, why in s.na.items():
         lines.append(f"| {n} | n/a: {why} |" + " |" * (len(METRICS) - 1))
-    lines += ["", "Paired differences (a - b, same rows; 95% bootstrap interval over goals; **bold** = the "
-              "interval excludes 0):", "", "| pair | " + " | ".join(LABELS[m] for m in METRICS) + " |",
-              "|---" * (len(METRICS) + 1) + "|"]
-    rows = pair_rows(res)
-    for a, b in res.pairs:
+    return lines
+
+
+def pair_table(s: Scored) -> list[str]:
+    lines = ["| pair | " + " | ".join(LABELS[m] for m in METRICS) + " |", "|---" * (len(METRICS) + 1) + "|"]
+    for pair in dict.fromkeys(r["pair"] for r in s.pairs):
         cells = []
-        for r in (r for r in rows if r["pair"] == f"{a} - {b}"):
+        for r in (r for r in s.pairs if r["pair"] == pair):
             text = "n/a" if np.isnan(r["diff"]) else f"{r['diff']:+.3f} [{r['lo']:+.3f}, {r['hi']:+.3f}]"
             cells.append(f"**{text}**" if r["beyond_interval"] else text)
-        lines.append(f"| {a} - {b} | " + " | ".join(cells) + " |")
+        lines.append(f"| {pair} | " + " | ".join(cells) + " |")
+    return lines
+
+
+def markdown(own: Scored, common: Scored, header: str) -> str:
+    interval = f"95% jackknife-t interval over {common.n_goals} goals"
+    lines = [header, "", f"Each estimator at its own normalisation (what training uses); [{interval}]:", "",
+             *table(own), "", f"Every estimator at one normalisation ({COMMON_MODE}), so that differences "
+             "measure credit, not normalisation:", "", *table(common), "",
+             f"Paired differences at {COMMON_MODE} (a - b, same goals; {interval}; **bold** = the interval "
+             "excludes 0). First BiPACE's ingredients apart, then every estimator against "
+             f"{BASELINE}:", "", *pair_table(common)]
     return "\n".join(lines) + "\n"
 
 
-def verdict(res: Results, metric: str = "pearson") -> list[str]:
-    """One sentence per key pair: which differences in ``metric`` are beyond their interval."""
+def verdict(s: Scored, metric: str = "pearson") -> list[str]:
+    """One sentence per decomposition pair in ``metric``: separated (and which is closer to A) or not."""
     out = []
-    for r in pair_rows(res):
-        if r["metric"] != metric or r["pair"].split(" - ")[0] not in ("bipace", "gigpo"):
+    names = {f"{a} - {b}" for a, b in DECOMPOSITION}
+    for r in s.pairs:
+        if r["metric"] != metric or r["pair"] not in names or np.isnan(r["diff"]):
             continue
-        if np.isnan(r["diff"]):
-            continue
-        what = (f"{r['better']} is better, beyond the interval" if r["beyond_interval"]
-                else "within the interval: not separated")
+        what = (f"{r['better']} is closer to A, beyond the interval" if r["beyond_interval"]
+                else "not separated at this size")
         out.append(f"{r['pair']}: {LABELS[metric]} {r['diff']:+.3f} [{r['lo']:+.3f}, {r['hi']:+.3f}], {what}")
     return out
 
 
-def write_csvs(res: Results, out: Path) -> None:
+def write_csvs(scored: list[Scored], out: Path) -> None:
     with open(out / "scores.csv", "w", newline="") as f:
         w = csv.writer(f)
-        w.writerow(["estimator", "metric", "value", "lo", "hi"])
-        for n in res.names:
-            for m, metric in enumerate(METRICS):
-                w.writerow([n, metric, res.point[n][m], *interval(res.boot[n][:, m])])
-        for n, why in res.na.items():
-            w.writerow([n, "n/a", why, "", ""])
+        w.writerow(["normalisation", "estimator", "metric", "value", "lo", "hi"])
+        for s in scored:
+            for n in s.names:
+                for m, metric in enumerate(METRICS):
+                    w.writerow([s.kind, n, metric, s.point[n][m], s.lo[n][m], s.hi[n][m]])
+            for n, why in s.na.items():
+                w.writerow([s.kind, n, "n/a", why, "", ""])
     with open(out / "pairs.csv", "w", newline="") as f:
-        w = csv.DictWriter(f, ["pair", "metric", "diff", "lo", "hi", "beyond_interval", "better"])
+        w = csv.DictWriter(f, ["normalisation", "pair", "metric", "diff", "lo", "hi", "beyond_interval",
+                               "better"])
         w.writeheader()
-        w.writerows(pair_rows(res))
+        for s in scored:
+            w.writerows({"normalisation": s.kind, **r} for r in s.pairs)
 
 
-def plot(res: Results, estimates: dict, truth_adv: np.ndarray, truth_se: np.ndarray, path: Path,
+def plot(s: Scored, estimates: dict, truth_adv: np.ndarray, truth_se: np.ndarray, path: Path,
          title: str) -> None:
     """Per-estimator scatter of its advantage against the MC advantage, then the correlations with their
     intervals."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    names = sorted(res.names, key=lambda n: -np.nan_to_num(res.point[n][0], nan=-9))
+    names = sorted(s.names, key=lambda n: -np.nan_to_num(s.point[n][0], nan=-9))
     cols = 5
-    n_panels = len(names) + 1
-    rows = int(np.ceil(n_panels / cols))
+    rows = int(np.ceil((len(names) + 1) / cols))
     fig, axes = plt.subplots(rows, cols, figsize=(3.3 * cols, 3.0 * rows))
     axes = np.atleast_1d(axes).ravel()
     for ax, n in zip(axes, names):
         ax.errorbar(truth_adv, estimates[n].adv, xerr=truth_se, fmt="o", ms=2.5, alpha=0.45, lw=0.4)
         ax.axhline(0, color="k", lw=0.5)
         ax.axvline(0, color="k", lw=0.5)
-        lo, hi = interval(res.boot[n][:, 0])
-        ax.set_title(f"{n}: r = {res.point[n][0]:.2f} [{lo:.2f}, {hi:.2f}]", fontsize=8)
+        ax.set_title(f"{n}: r = {s.point[n][0]:.2f} [{s.lo[n][0]:.2f}, {s.hi[n][0]:.2f}]", fontsize=8)
         ax.set_xlabel("MC advantage Q − V (± SE)", fontsize=7)
         ax.tick_params(labelsize=6)
     ax = axes[len(names)]
     y = np.arange(len(names))[::-1]
     for k, m in enumerate((0, 1)):
-        vals = np.array([res.point[n][m] for n in names])
-        ci = np.array([interval(res.boot[n][:, m]) for n in names])
+        vals = np.array([s.point[n][m] for n in names])
+        ci = np.array([[s.lo[n][m], s.hi[n][m]] for n in names])
         ax.errorbar(vals, y + (0.15 if k else -0.15), xerr=np.abs(ci.T - vals), fmt="os"[k], ms=3, capsize=2,
                     label=LABELS[METRICS[m]])
     ax.set_yticks(y, names, fontsize=6)

@@ -18,7 +18,10 @@ V and the previous row's Q, and episodes that share a prefix (a group's G episod
 The values are those of the estimators' returns: discounted by gamma, the invalid-format penalty c
 subtracted from the row's own return only (``estimators.step_returns``).
 The recorded episode itself is not one of the samples: its return is what the estimators saw, and the
-ground truth must not share their noise.
+ground truth must not share their noise. Every value's standard error has a floor (``se_floor``): K
+continuations that all agree (all lost, or all won) do not make a state's value certain, so the floor is
+the standard error of a win rate under a Beta(1, 1) prior, (wins + 1) / (K + 2), scaled by the largest
+return a continuation reached; the reliability, the |A| > 2 SE sign set and the impurity test all use it.
 """
 from __future__ import annotations
 
@@ -160,8 +163,9 @@ def run_continuations(plan: StartPlan, k: int, play: Callable, store: Continuati
 
 @dataclass
 class Truth:
-    """Per-row Monte-Carlo values: Q(s_t, a_t), V(s_t), A = Q - V with its standard error, and the
-    number of samples behind V; ``v_start``/``se_start`` hold each start's V (groups' purity)."""
+    """Per-row Monte-Carlo values: Q(s_t, a_t), V(s_t), A = Q - V with its standard error (floored,
+    ``se_floor``), and the number of samples behind V; ``v_start``/``se_start`` hold each start's V and its
+    standard error, ``row_start`` each row's start (the state it acted in: groups' purity)."""
     q: np.ndarray
     v: np.ndarray
     adv: np.ndarray
@@ -171,12 +175,22 @@ class Truth:
     win_rate: np.ndarray          # share of V's continuations that won, per row
     v_start: np.ndarray
     se_start: np.ndarray
+    row_start: np.ndarray | None = None
 
 
 def _mean_se(values: list) -> tuple[float, float]:
     x = np.asarray(values, dtype=float)
     se = float(x.std(ddof=1) / np.sqrt(len(x))) if len(x) > 1 else float("nan")
     return float(x.mean()), se
+
+
+def se_floor(wins: np.ndarray, n: np.ndarray, scale: float) -> np.ndarray:
+    """The least standard error a value of ``n`` continuations with ``wins`` wins may claim: that of a
+    win rate under a Beta(1, 1) prior, sqrt(p (1 - p) / n) with p = (wins + 1) / (n + 2), times ``scale``
+    (the largest return a continuation reached). Positive even when every sample agrees."""
+    wins, n = np.asarray(wins, dtype=float), np.asarray(n, dtype=float)
+    p = (wins + 1) / (n + 2)
+    return scale * np.sqrt(p * (1 - p) / n)
 
 
 def next_values(plan: StartPlan, per_start: np.ndarray) -> np.ndarray:
@@ -197,6 +211,7 @@ def mc_truth(plan: StartPlan, store: ContinuationStore, reward, valid, gamma: fl
     """Q, V and A of every row from the store's continuations (every start must have at least two)."""
     n_starts = len(plan.starts)
     v, v_se, w, w_se, wins, count = (np.zeros(n_starts) for _ in range(6))
+    scale = max((abs(r["disc"]) for recs in store.samples.values() for r in recs), default=0.0)
     for j, key in enumerate(plan.keys):
         recs = store.samples.get(key, [])
         if len(recs) < 2:
@@ -207,11 +222,13 @@ def mc_truth(plan: StartPlan, store: ContinuationStore, reward, valid, gamma: fl
         v[j], v_se[j] = _mean_se(disc - invalid_penalty * inv)
         w[j], w_se[j] = _mean_se(disc)
         wins[j], count[j] = np.mean([r["won"] for r in recs]), len(recs)
+    floor = se_floor(wins * count, count, scale)
+    v_se, w_se = np.maximum(v_se, floor), np.maximum(w_se, floor)
     q = row_q(plan, w, reward, valid, gamma, invalid_penalty)
     s = plan.row_start
     adv = q - v[s]
     se = np.sqrt(v_se[s] ** 2 + (gamma * next_values(plan, w_se)) ** 2)
-    return Truth(q, v[s], adv, se, count[s], v_se[s], wins[s], v, v_se)
+    return Truth(q, v[s], adv, se, count[s], v_se[s], wins[s], v, v_se, s)
 
 
 def expert_values(plan: StartPlan, make_env: Callable, expert: Callable, reward_map: Callable, gamma: float,

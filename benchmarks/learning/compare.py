@@ -50,6 +50,11 @@ import numpy as np
 from benchmarks.plotting import MARKERS, STYLES, data_limits
 from benchmarks.stats import ci95, t975
 
+# where the real answers are, for a first-time user of the short default
+FULL_ACCURACY = ("python -m benchmarks.credit.advantage_accuracy --out runs/aa --ingredients 2+ "
+                 "(docs/advantage-accuracy.md)")
+FULL_LEARNING = "python -m benchmarks.learning.train_table --out runs/table (docs/experiments.md)"
+
 CSV_FIELDS = ["estimator", "seed", "iteration", "success", "score", "singleton_rate", "clusters_per_group",
               "mean_group_size", "estimator_s", "rollout_s", "update_s", "rows", "eval_success", "eval_n"]
 
@@ -87,13 +92,19 @@ def accuracy_stage(name: str, sets: list, policy: str, out: Path) -> str:
     """``benchmarks.credit.advantage_accuracy`` on ``policy`` with the preset's settings and size; its
     summary, or why it could not say anything (a policy that never wins)."""
     from benchmarks.credit import advantage_accuracy as aa
-    argv = ["--out", str(out), "--preset", name, "--policy", policy]
+    argv = ["--out", str(out), "--preset", name, "--policy", policy, "--resume"]   # a rerun continues it
     for item in sets:
         argv += ["--set", item]
     try:
-        aa.run(aa.build_parser().parse_args(argv))
+        res = aa.run(aa.build_parser().parse_args(argv))
     except SystemExit as exc:          # no wins: every advantage is zero, said in one line
         (out / "summary.md").write_text(f"Advantage accuracy: not measured. {exc}\n")
+        return (out / "summary.md").read_text()
+    if not any(r["beyond_interval"] for r in res["results"].pairs if r["metric"] == "pearson"):
+        with open(out / "summary.md", "a") as f:
+            f.write(f"\nNot separated at this size ({res['results'].n_goals} goals): no paired difference "
+                    "in Pearson r is beyond its interval. The full benchmark on more goals: "
+                    + FULL_ACCURACY + "\n")
     return (out / "summary.md").read_text()
 
 
@@ -289,6 +300,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-accuracy", action="store_true",
                    help="skip the advantage-accuracy stage (it runs for presets with a size in "
                         "benchmarks.credit.advantage_accuracy.SIZES)")
+    p.add_argument("--train", action=argparse.BooleanOptionalAction, default=None,
+                   help="run the short RL runs after the accuracy stage (default: only for presets without "
+                        "an accuracy size; a few iterations of a 135M model do not separate estimators, the "
+                        "TextCraft table does: " + FULL_LEARNING + ")")
     return p
 
 
@@ -331,6 +346,14 @@ def main(argv=None) -> int:
         print(f"advantage accuracy: preset {name!r} has no size in "
               "benchmarks.credit.advantage_accuracy.SIZES; skipped (run "
               "python -m benchmarks.credit.advantage_accuracy --preset ... --tasks ... to size one)")
+    train = args.train if args.train is not None else not (accuracy and name in SIZES)
+    if not train:
+        (out / "summary.md").write_text(
+            "## Advantage accuracy on the starting policy's rollouts (accuracy/)\n\n" + accuracy
+            + "\nNo RL runs (--train runs them). Whether an estimator helps a policy learn: " + FULL_LEARNING
+            + "\n")
+        print(f"no RL runs (--train runs them); learning: {FULL_LEARNING}\nwrote {out / 'summary.md'}")
+        return 0
     rows, walls, start_eval = [], {}, ("", "")
     per_it = base.batch_tasks * base.group_size
     jobs = [(e, s) for s in seeds for e in estimators]

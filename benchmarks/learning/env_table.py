@@ -239,12 +239,8 @@ def main(argv=None) -> None:
     out = Path(args.out)
     if args.report or args.compare:         # read only: no claim on the folder
         return build_table(args, ap, out)
-    from agents.run_folder import RunFolderError, claim_run_folder
-    try:
-        lock = claim_run_folder(out, resume=args.resume, overwrite=args.overwrite, what="env table")
-    except RunFolderError as exc:
-        ap.error(str(exc))
-    with lock:
+    from agents.run_folder import claim_or_exit
+    with claim_or_exit(ap, out, resume=args.resume, overwrite=args.overwrite, what="env table"):
         return build_table(args, ap, out)
 
 

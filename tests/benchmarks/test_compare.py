@@ -130,7 +130,7 @@ def test_the_accuracy_stage_leads_and_says_when_it_cannot_measure(tmp_path, monk
     monkeypatch.setattr(compare, "accuracy_stage", lambda *a: order.append("accuracy") or real_stage(*a))
     monkeypatch.setattr(compare, "run_one", lambda *a: order.append("rl") or real_run(*a))
     out = tmp_path / "c"
-    assert compare.main(["--estimators", "grpo", "--seeds", "0", "--out", str(out), *TINY]) == 0
+    assert compare.main(["--estimators", "grpo", "--seeds", "0", "--out", str(out), "--train", *TINY]) == 0
     assert order == ["accuracy", "rl"]
     summary = (out / "summary.md").read_text()
     assert summary.index("Advantage accuracy") < summary.index("Short RL runs")
@@ -139,3 +139,36 @@ def test_the_accuracy_stage_leads_and_says_when_it_cannot_measure(tmp_path, monk
     assert compare.main(["--estimators", "grpo", "--seeds", "0", "--out", str(tmp_path / "d"),
                          "--no-accuracy", *TINY]) == 0
     assert "Advantage accuracy" not in (tmp_path / "d" / "summary.md").read_text()
+
+
+def test_by_default_a_preset_with_an_accuracy_size_runs_only_that_stage(tmp_path, monkeypatch):
+    """The short RL runs do not separate estimators; a preset with an accuracy size runs the accuracy stage
+    alone unless --train, and the summary points to the table that answers the learning question."""
+    from benchmarks.credit import advantage_accuracy as aa
+    monkeypatch.setitem(aa.SIZES, "smoke", aa.Size(tasks=2, group_size=2, samples=2, screen_repeats=1))
+    order = []
+    monkeypatch.setattr(compare, "accuracy_stage", lambda *a: order.append("accuracy") or "accuracy table\n")
+    monkeypatch.setattr(compare, "run_one", lambda *a: order.append("rl"))
+    assert compare.main(["--estimators", "grpo", "--seeds", "0", "--out", str(tmp_path / "c"), *TINY]) == 0
+    assert order == ["accuracy"]
+    summary = (tmp_path / "c" / "summary.md").read_text()
+    assert "No RL runs (--train runs them)" in summary and compare.FULL_LEARNING in summary
+
+
+def test_the_accuracy_stage_says_not_separated_and_points_to_the_full_benchmark(tmp_path, monkeypatch):
+    from benchmarks.credit import advantage_accuracy as aa
+    from benchmarks.credit.advantage_report import Scored
+    pairs = [{"pair": "bipace - gigpo", "metric": "pearson", "diff": 0.05, "lo": -0.04, "hi": 0.14,
+              "beyond_interval": False, "better": ""}]
+    scored = Scored("common", ["bipace", "gigpo"], {}, {}, {}, {}, pairs, 40, 8)
+
+    def fake_run(args):
+        (tmp_path / "acc" / "summary.md").write_text("table\n")
+        return {"results": scored}
+    (tmp_path / "acc").mkdir()
+    monkeypatch.setattr(aa, "run", fake_run)
+    text = compare.accuracy_stage("compare", [], "policy", tmp_path / "acc")
+    assert "Not separated at this size (8 goals)" in text and compare.FULL_ACCURACY in text
+    pairs[0].update(lo=0.01, beyond_interval=True, better="bipace")
+    (tmp_path / "acc" / "summary.md").write_text("table\n")
+    assert "Not separated" not in compare.accuracy_stage("compare", [], "policy", tmp_path / "acc")

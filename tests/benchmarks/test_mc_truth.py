@@ -71,7 +71,7 @@ def test_mc_values_recover_the_exact_dp_values(tmp_path):
     truth = mc_truth(plan, store, rewards, np.ones(len(rewards), bool), GAMMA, 0.0)
     exact_a = np.array([Q[t, s, a] - V[t, s] for t, s, a in latent])
     exact_v = np.array([V[t, s] for t, s, _ in latent])
-    noisy = truth.se > 0                 # late states that can no longer win have V = 0 in every sample
+    noisy = truth.win_rate > 0           # late states that can no longer win have V = 0 in every sample
     assert noisy.mean() > 0.3
     assert np.allclose(truth.adv[~noisy], exact_a[~noisy]) and np.allclose(truth.v[~noisy], exact_v[~noisy])
     z_a = (truth.adv - exact_a)[noisy] / truth.se[noisy]
@@ -150,3 +150,24 @@ def test_a_policy_folder_keeps_the_prompts_of_its_presets_model(tmp_path):
     assert played.model == str(tmp_path / "warm_start")
     assert (played.think_required(), played.compact()) == (cfg.think_required(), cfg.compact())
     assert cfg.require_think == "auto"      # the case this guards: auto resolved by the model's name
+
+
+def test_agreeing_samples_keep_a_standard_error_floor():
+    """K continuations that all lose (or all win) leave a state's value uncertain: its SE is the Beta(1, 1)
+    win-rate floor, never 0, and the advantage's SE, the sign set and the purity test inherit it."""
+    from benchmarks.credit.mc_truth import se_floor
+    ep = Episode("g", 0, ("a", "b"), ("h0", "h1"), (0, 1))
+    plan = plan_starts([ep])
+    store = ContinuationStore.__new__(ContinuationStore)
+    store.path, store.samples = None, {}
+    store.samples[plan.keys[0]] = [{"key": plan.keys[0], "disc": 0.0, "invalid": False, "won": False}] * 8
+    store.samples[plan.keys[1]] = [{"key": plan.keys[1], "disc": 10.0, "invalid": False, "won": True}] * 7 + [
+        {"key": plan.keys[1], "disc": 0.0, "invalid": False, "won": False}]
+    truth = mc_truth(plan, store, np.zeros(2), np.ones(2, bool), GAMMA, 0.0)
+    floor = se_floor(np.array([0.0]), np.array([8.0]), 10.0)[0]
+    assert floor > 0 and truth.se_start[0] == pytest.approx(floor)
+    assert truth.se_start[0] == pytest.approx(10 * np.sqrt((1 / 10) * (9 / 10) / 8))
+    sample_se = 10 * np.std([1] * 7 + [0], ddof=1) / np.sqrt(8)          # above the floor: kept
+    floor_7 = se_floor(np.array([7.0]), np.array([8.0]), 10)[0]
+    assert truth.se_start[1] == pytest.approx(max(sample_se, floor_7))
+    assert np.all(truth.se > 0)
