@@ -31,10 +31,11 @@ its rows, at the cost of a few additions (checked against the row-level metrics 
 Each of ``--reps`` reps draws n goals from the pool without replacement (n in ``--goals``) and computes
 the interval of every method in ``--methods``: ``jackknife_t``, ``percentile_bootstrap`` (``--boot``
 resamples), ``bootstrap_t`` and ``symmetric_bootstrap_t`` (``--boot-t`` resamples each). Coverage = share
-of reps whose interval holds the population value (a rep without a bounded interval counts as a miss:
-a within-goal r defined on fewer than 2 of the goals has none, and a bootstrap-t is unbounded where over
-5% of the resamples have no spread; ``undefined`` counts them and ``coverage_defined`` leaves them out);
-width = mean hi - lo over the bounded intervals. A coverage over 400 reps has a Monte-Carlo SE of 0.011
+of reps whose interval holds the population value. A rep without an interval (a within-goal r defined
+on fewer than 2 of the goals) counts as a miss (``undefined``; ``coverage_defined`` leaves them out); an
+unbounded one (a bootstrap-t where over 5% of the resamples have no spread: too few goals move the value)
+covers, and ``unbounded`` counts them, since it says no more than that. Width = mean hi - lo over the
+bounded intervals. A coverage over 400 reps has a Monte-Carlo SE of 0.011
 at 0.95: one cell at 0.925 is no evidence, a column of them is.
 Sampling without replacement from a finite pool makes every method slightly conservative (a variance
 factor 1 - n/M: 0.93 at 30 of 400 goals). Seeds are fixed: the same flags give the same table.
@@ -50,6 +51,7 @@ import dataclasses
 import json
 import os
 import time
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -220,38 +222,43 @@ def intervals_of(sums: np.ndarray, methods: tuple[str, ...], boot: int, boot_t: 
 def coverage(sums: np.ndarray, population: np.ndarray, n: int, args, methods: tuple[str, ...]) -> list[dict]:
     """One record per method x metric: coverage of ``population`` over ``args.reps`` draws of n goals."""
     rng = np.random.default_rng([args.seed, 3, n])
-    hits = {m: np.zeros(len(population)) for m in methods}
-    undefined = {m: np.zeros(len(population)) for m in methods}
+    counts = {m: {c: np.zeros(len(population)) for c in ("hits", "undefined", "unbounded")} for m in methods}
     widths = {m: [] for m in methods}
     for rep in range(args.reps):
         drawn = rng.choice(len(sums), n, replace=False)
         for m, (lo, hi) in intervals_of(sums[drawn], methods, args.boot, args.boot_t, seed=rep).items():
-            ok = np.isfinite(lo) & np.isfinite(hi)
-            hits[m] += ok & (lo <= population) & (population <= hi)
-            undefined[m] += ~ok
-            widths[m].append(np.where(ok, hi - lo, np.nan))
+            undefined = np.isnan(lo) | np.isnan(hi)
+            bounded = np.isfinite(lo) & np.isfinite(hi)
+            counts[m]["hits"] += ~undefined & (lo <= population) & (population <= hi)
+            counts[m]["undefined"] += undefined
+            counts[m]["unbounded"] += ~undefined & ~bounded
+            widths[m].append(np.where(bounded, hi - lo, np.nan))
     records = []
     for m in methods:
-        with np.errstate(invalid="ignore"):
-            width = np.nanmean(np.array(widths[m]), axis=0) if undefined[m].min() < args.reps else \
-                np.full(len(population), np.nan)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)          # a metric never bounded: NaN width
+            width = np.nanmean(np.array(widths[m]), axis=0)
+        c = counts[m]
         for k, metric in enumerate(METRIC_NAMES):
             records.append({"method": m, "goals": n, "metric": metric, "population": float(population[k]),
-                            "coverage": float(hits[m][k] / args.reps), "width": float(width[k]),
-                            "coverage_defined": float(hits[m][k] / max(args.reps - undefined[m][k], 1)),
-                            "undefined": int(undefined[m][k]), "reps": args.reps})
+                            "coverage": float(c["hits"][k] / args.reps), "width": float(width[k]),
+                            "coverage_defined": float(c["hits"][k] / max(args.reps - c["undefined"][k], 1)),
+                            "undefined": int(c["undefined"][k]), "unbounded": int(c["unbounded"][k]),
+                            "reps": args.reps})
     return records
 
 
 def table(records: list[dict], methods: tuple[str, ...], goals: list[int]) -> str:
     cols = [(m, n) for m in methods for n in goals]
     head = "| metric | population | " + " | ".join(f"{m} n={n}" for m, n in cols) + " |"
-    lines = ["coverage (mean width) of the nominal 95% intervals; uK: K reps gave no bounded interval "
-             "(counted as misses)", "", head, "|" + "---|" * (len(cols) + 2)]
+    lines = ["coverage (mean width of the bounded intervals) of the nominal 95% intervals; uK: K reps gave "
+             "no interval (misses); infK: K reps gave an unbounded one (covers)", "", head,
+             "|" + "---|" * (len(cols) + 2)]
     by = {(r["method"], r["goals"], r["metric"]): r for r in records}
 
     def cell(r):
-        return f"{r['coverage']:.3f} ({r['width']:.3f})" + (f" u{r['undefined']}" if r["undefined"] else "")
+        return (f"{r['coverage']:.3f} ({r['width']:.3f})" + (f" u{r['undefined']}" if r["undefined"] else "")
+                + (f" inf{r['unbounded']}" if r["unbounded"] else ""))
     for metric in METRIC_NAMES:
         cells = [cell(by[m, n, metric]) for m, n in cols]
         population = by[cols[0] + (metric,)]["population"]

@@ -140,7 +140,8 @@ def test_interval_coverage_writes_a_record_per_method_goals_and_metric(tmp_path,
     assert {(r["method"], r["goals"], r["metric"]) for r in records} == expected
     assert len(records) == len(expected)
     for r in records:
-        assert 0.0 <= r["coverage"] <= 1.0 and 0 <= r["undefined"] <= 3 and r["reps"] == 3
+        assert 0.0 <= r["coverage"] <= r["coverage_defined"] <= 1.0 and r["reps"] == 3
+        assert 0 <= r["undefined"] + r["unbounded"] <= 3
     with open(out / "coverage.csv") as f:
         rows = list(csv.DictReader(f))
     assert len(rows) == len(records) and set(rows[0]) == set(records[0])
