@@ -175,6 +175,11 @@ def batch_goals(run: Path) -> list[str]:
     return json.loads(path.read_text())
 
 
+def excluded_goals(args) -> set[str]:
+    """The goals of the batches ``--exclude`` names."""
+    return {g for run in args.exclude for g in batch_goals(run)}
+
+
 def candidate_goals(args, trainer) -> list:
     splits = args.splits or [trainer.cfg.train_split]
     if len(splits) > 1 and trainer.spec.split_kwarg:
@@ -198,7 +203,7 @@ def candidate_goals(args, trainer) -> list:
         need = goal_ingredients()
         two = args.ingredients == "2+"
         tasks = [t for t in tasks if (need.get(str(t), 1) >= 2) == two]
-    taken = {g for run in args.exclude for g in batch_goals(run)}
+    taken = excluded_goals(args)
     tasks = [t for t in tasks if str(t) not in taken]
     if args.candidates and len(tasks) > args.candidates:
         pick = np.random.default_rng(args.seed).choice(len(tasks), args.candidates, replace=False)
@@ -274,7 +279,7 @@ def manifest_settings(args, cfg, policy: str) -> dict:
     return {"preset": args.preset, "set": list(args.set), "policy": policy,
             "policy_sha1": fingerprint(policy), "env": cfg.env, "splits": args.splits or [cfg.train_split],
             "ingredients": args.ingredients,
-            "goals": goals, "exclude": sorted({g for run in args.exclude for g in batch_goals(run)}),
+            "goals": goals, "exclude": sorted(excluded_goals(args)),
             "candidates": args.candidates, "tasks": args.tasks, "group_size": args.group_size,
             "samples": args.samples, "screen_repeats": args.screen_repeats, "seed": args.seed,
             "chunk": args.chunk}

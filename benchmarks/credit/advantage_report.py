@@ -35,6 +35,7 @@ from pathlib import Path
 
 import numpy as np
 
+from benchmarks.credit import advantage_metrics
 from benchmarks.credit.advantage_metrics import corr, nmse_scaled, sign_agreement, spearman
 from benchmarks.credit.intervals import goal_members, jackknife_t
 from benchmarks.stats import chi2_95
@@ -185,19 +186,15 @@ def impure_rows(codes: np.ndarray, start: np.ndarray, start_v: np.ndarray,
     """Per row: does its step group fail the same-state test? The group's distinct states (their MC values
     v_i with standard errors s_i) give Q = sum (v_i - v_w)^2 / s_i^2 around the weighted mean v_w; under
     one common value Q is chi-square with k - 1 degrees of freedom, so the group is impure when Q exceeds
-    its 95% quantile."""
-    out = np.zeros(len(codes), dtype=bool)
-    order = np.argsort(codes, kind="stable")
-    bounds = np.flatnonzero(np.r_[True, codes[order][1:] != codes[order][:-1], True])
-    for lo, hi in zip(bounds[:-1], bounds[1:]):
-        rows = order[lo:hi]
+    its 95% quantile. The grouping is ``advantage_metrics.impure_rows``'s; this is its ``distinct`` test."""
+    def differ(rows) -> bool:
         _, first = np.unique(start[rows], return_index=True)
         if len(first) < 2:
-            continue
+            return False
         v, w = start_v[rows[first]], 1.0 / np.maximum(start_se[rows[first]], 1e-9) ** 2
-        q = float(np.sum(w * (v - np.sum(w * v) / np.sum(w)) ** 2))
-        out[rows] = q > chi2_95(len(first) - 1)
-    return out
+        return float(np.sum(w * (v - np.sum(w * v) / np.sum(w)) ** 2)) > chi2_95(len(first) - 1)
+
+    return advantage_metrics.impure_rows(codes, differ)
 
 
 def _goal_corr(est: np.ndarray, adv: np.ndarray, members: list[np.ndarray]) -> np.ndarray:

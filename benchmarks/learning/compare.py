@@ -1,7 +1,8 @@
 """``bipace-compare``: which estimator assigns credit best on a real policy, then learning curves of
 several estimators x seeds on one env, with the trainer.
 
-    bipace-compare                                      # preset "compare": SmolLM2-135M, TextCraft, CPU
+    bipace-compare                                      # preset "compare": the accuracy stage on SmolLM2
+    bipace-compare --train                              # then short RL runs of its estimators
     bipace-compare --preset tiny                        # the 1M-parameter model (fast, does not generalise)
     bipace-compare --estimators grpo gigpo bipace --seeds 0 1 2 --set iterations=20 --out runs/compare
     bipace-compare --preset qwen1.5b-alfworld --seeds 0 1 2          # the paper's setting on one GPU
@@ -10,28 +11,30 @@ several estimators x seeds on one env, with the trainer.
     python -m benchmarks.learning.compare ...                    # the same, from a checkout
 
 Settings: a preset of ``agents/presets.py`` (``--preset``) plus ``--set FIELD=VALUE`` for any
-``agents.config.TrainConfig`` field; the preset also names the default estimators and seeds.
-First (when the preset has an SFT warm start, built once in ``<out>/shared/warm_start``) the advantage
-accuracy of every estimator on the warm start's own rollouts (``benchmarks/credit/advantage_accuracy.py``,
-sized by its ``SIZES[preset]``; ``--no-accuracy`` skips it): the estimators' advantages against Monte-Carlo
-advantages on the same rows, with paired 95% intervals over goals, and their step-group statistics.
-At this size that is what separates estimators; a few RL iterations of a 135M model do not (their
-success rates differ by less than their intervals). Then the RL runs, sequential in this process (one heavy
-job at a time), each an ``agents.trainer.Trainer`` with the preset's config plus your overrides, in
-``<out>/runs/<estimator>_seed<k>/``, all from the same warm start.
-A finished run (same config, ``summary.json`` present) is reused; ``--fresh`` reruns it; the accuracy stage
-continues from what ``<out>/accuracy`` holds.
+``agents.config.TrainConfig`` field; the preset also names the default estimators and seeds. First (when the
+preset has an SFT warm start, built once in ``<out>/shared/warm_start``) the advantage accuracy of every
+estimator on the warm start's own rollouts (``benchmarks/credit/advantage_accuracy.py``, sized by its
+``SIZES[preset]``; ``--no-accuracy`` skips it): the estimators' advantages against Monte-Carlo advantages on
+the same rows, with paired 95% intervals over goals, and their step-group statistics. At this size that is
+what separates estimators; a few RL iterations of a 135M model do not (their success rates differ by less than
+their intervals), so a preset with an accuracy size stops there unless ``--train``. With ``--train`` (the
+default for presets without an accuracy size) the RL runs follow, sequential in this process (one heavy job at
+a time), each an ``agents.trainer.Trainer`` with the preset's config plus your overrides, in
+``<out>/runs/<estimator>_seed<k>/``, all from the same warm start. A finished run (same config,
+``summary.json`` present) is reused; ``--fresh`` reruns it; the accuracy stage continues from what
+``<out>/accuracy`` holds.
 
 Outputs in ``--out``:
 - ``accuracy/``: the accuracy stage's summary.md, scores.csv, pairs.csv, rows.csv and accuracy.png.
-- ``curves.csv``: one row per (estimator, seed, iteration): training success rate, score (mean mapped
-  episode return, 10 per win), singleton rate, clusters per group, mean group size (the estimator's step
-  groups; blank for GRPO), estimator/rollout/update seconds, rows, and held-out eval success at the
-  iterations where the trainer evaluated (iteration 0 = before training).
+- ``curves.csv`` (with the RL runs): one row per (estimator, seed, iteration): training success rate, score
+  (mean mapped episode return, 10 per win), singleton rate, clusters per group, mean group size (the
+  estimator's step groups; blank for GRPO), estimator/rollout/update seconds, rows, and held-out eval success
+  at the iterations where the trainer evaluated (iteration 0 = before training).
 - ``curves.png``: success vs iteration (mean and min-max band over seeds), eval success, singleton rate.
-- ``summary.md``: the accuracy table and which paired differences are beyond their intervals, then final
-  training and held-out success (pooled over seeds, with the 95% CI over their episodes) and time per
-  iteration split into parts (mean over seeds with a 95% t-interval).
+- ``summary.md``: the accuracy table and which paired differences are beyond their intervals (or "not
+  separated at this size" and the full benchmark's command), then, with the RL runs, final training and
+  held-out success (pooled over seeds, with the 95% CI over their episodes) and time per iteration split into
+  parts (mean over seeds with a 95% t-interval).
 """
 from __future__ import annotations
 
