@@ -6,11 +6,17 @@ real policy, on the same real rollouts (hidden states, observation hashes, actio
         --splits train test --exclude runs/aa_2plus                    # a second batch on other goals
     python -m benchmarks.credit.advantage_accuracy --pool runs/aa_2plus runs/aa_2plus_b --out runs/aa_pooled
     python -m benchmarks.credit.advantage_accuracy --out runs/x --policy PATH --set env=...  # another one
+    python -m benchmarks.credit.advantage_accuracy --cell webshop-eps0.3 --out runs/aa/webshop-eps0.3  # a cell
+    python -m benchmarks.credit.advantage_accuracy --cell alfworld-eps0.5 --out runs/a \
+        --estimator my_package.my_module:my_advantage                   # and your own estimator beside ours
 
 Steps, each kept in ``--out`` so a stopped run continues where it was (``manifest.json`` holds every
 setting that shaped the folder's files; a rerun with another one stops and names it):
 1. The policy: ``--policy`` or, by default, the TextCraft table's warm start (SmolLM2-135M, preset
    ``textcraft-table``'s SFT; built once into ``--warm-start`` by ``benchmarks.warm_start``).
+   ``--policy scripted:EPS`` plays the env's expert with a random admissible action with probability EPS
+   (``scripted.py``): no model calls in play, the preset's model only embeds the prompts, so ALFWorld and
+   WebShop fit on 2 cores. ``--cell NAME`` names a leaderboard column (``cells.py``: preset, policy, size).
 2. The goals: the tasks of ``--splits`` (default the preset's training split), less ``--exclude``'s batches;
    a screen plays each ``--screen-repeats`` times at the RL temperature; the batch takes ``--tasks`` goals
    the policy both won and lost there (mixed outcomes, where the estimators' signals differ; then goals
@@ -33,6 +39,9 @@ setting that shaped the folder's files; a rerun with another one stops and names
    options; BiGPO's radius as calibrated for the model), nothing tuned here.
 ``--pool`` scores several finished batches as one (their goals and states kept apart).
 
+``--estimator MODULE:FUNCTION`` (repeatable) scores your own estimator beside the registered ones
+(``user_estimator.py`` holds the contract, ``example_estimator.py`` an example).
+
 Outputs in ``--out``: rows.csv (per row: goal, step, Q, V, A, SE, expert A, every estimate), scores.csv,
 pairs.csv, summary.md, accuracy.png, score_inputs.npz (what ``--pool`` reads).
 """
@@ -45,31 +54,12 @@ import json
 import os
 import sys
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-
-@dataclass(frozen=True)
-class Size:
-    """How much the benchmark plays: B goals x G episodes, K continuations per distinct state, and the
-    screen's episodes per candidate goal and how many candidates it plays (0 = all). Named per training
-    preset (``SIZES``); flags override."""
-    tasks: int
-    group_size: int
-    samples: int
-    screen_repeats: int
-    candidates: int = 0
-
-
-SIZES = {
-    # the TextCraft table's policy and settings; sized in docs/advantage-accuracy.md
-    "textcraft-table": Size(tasks=12, group_size=6, samples=8, screen_repeats=2),
-    # bipace-compare's stage: about 15 minutes on 2 cores (sized in docs/advantage-accuracy.md)
-    "compare": Size(tasks=8, group_size=4, samples=4, screen_repeats=2, candidates=40),
-}
-DEFAULT_SIZE = SIZES["textcraft-table"]
+from benchmarks.credit.cells import CELLS, DEFAULT_SIZE, SIZES, Size  # noqa: F401  (Size: users' sizes)
+from benchmarks.credit.scripted import ExpertCannotAct, parse_policy
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -80,15 +70,20 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--resume", action="store_true",
                    help="continue the run --out holds (its manifest must match these settings)")
     p.add_argument("--overwrite", action="store_true", help="empty --out first")
-    p.add_argument("--preset", default="textcraft-table", help="the RL settings (agents/presets.py)")
+    p.add_argument("--cell", choices=sorted(CELLS),
+                   help="a named env x policy cell of the leaderboard (benchmarks/credit/cells.py): its preset, "
+                        "policy, size and goal filter, for each of those flags left out")
+    p.add_argument("--preset", help="the RL settings (agents/presets.py; default textcraft-table)")
     p.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
                    help="any TrainConfig field (repeatable)")
-    p.add_argument("--policy", default="", help="a model name or saved policy folder (as --model takes); "
-                                                "default: the TextCraft table's warm start in --warm-start, "
-                                                "built if missing")
+    p.add_argument("--policy", help="scripted:EPS (the env's expert, a uniformly random admissible action with "
+                                    "probability EPS; no model calls, the preset's model only embeds the "
+                                    "prompts), or a model name or saved policy folder (as --model takes); "
+                                    "default: the TextCraft table's warm start in --warm-start, built if "
+                                    "missing")
     p.add_argument("--warm-start", default="runs/textcraft_warm_start",
                    help="where the default policy is kept (shared by runs)")
-    p.add_argument("--ingredients", default="", choices=["", "1", "2+"],
+    p.add_argument("--ingredients", choices=["", "1", "2+"],
                    help="TextCraft difficulty: goals whose simplest recipe needs 1 or 2+ distinct "
                         "ingredients (default: any)")
     p.add_argument("--goals", type=Path, help="candidate goals instead (a file, one task id per line)")
@@ -112,18 +107,42 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--chunk", type=int, default=48, help="continuations played at once")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--estimators", nargs="+", help="default: every registered estimator")
+    p.add_argument("--estimator", action="append", default=[], metavar="MODULE:FUNCTION",
+                   help="also score your own estimator, fn(batch: StepBatch, options: EstimatorOptions) -> (N,) "
+                        "advantages, importable from the current directory (repeatable; "
+                        "benchmarks/credit/user_estimator.py)")
+    p.add_argument("--workers", type=int, default=2,
+                   help="processes that play a scripted policy's continuations")
+    p.add_argument("--finished-goals", action="store_true",
+                   help="play no continuations: score only the batch's leading goals whose every state already "
+                        "has K of them (a run stopped for time; the goal order is fixed before any outcome)")
     p.add_argument("--no-progress", action="store_true")
     return p
 
 
 # ------------------------------------------------------------------------------------ settings
+def apply_cell(args) -> None:
+    """Fill the flags ``--cell`` names and the command line left out; then the plain defaults."""
+    cell = CELLS.get(args.cell) if args.cell else None
+    for flag, value in (("preset", cell and cell.preset), ("policy", cell and cell.policy),
+                        ("ingredients", cell and cell.ingredients)):
+        if getattr(args, flag) is None:
+            setattr(args, flag, value if cell else {"preset": "textcraft-table"}.get(flag, ""))
+    if cell:
+        args.set = list(cell.sets) + list(args.set)
+        if args.splits is None and cell.splits:
+            args.splits = list(cell.splits)
+    args.scripted = parse_policy(args.policy)
+
+
 def settings(args):
     """(the preset's config with --set, the benchmark's config: the same with its BiGPO radius and layer
     resolved for the preset's model, no SFT, the batch's size and the screen's settings). Fills the
-    size flags not given from the preset's ``Size``."""
+    size flags not given from the cell's or the preset's ``Size``."""
     from agents.presets import get_preset, resolve_name
+    apply_cell(args)
     cfg = get_preset(args.preset, args.set)
-    size = SIZES.get(resolve_name(args.preset), DEFAULT_SIZE)
+    size = CELLS[args.cell].size if args.cell else SIZES.get(resolve_name(args.preset), DEFAULT_SIZE)
     for name, value in dataclasses.asdict(size).items():
         if getattr(args, name) is None:
             setattr(args, name, value)
@@ -135,6 +154,7 @@ def settings(args):
     return cfg, dataclasses.replace(
         cfg, eps=cfg.resolved_eps(), hidden_layer=cfg.resolved_hidden_layer() or 0, sft_steps=0,
         batch_tasks=args.tasks, group_size=args.group_size, eval_split=cfg.train_split,
+        eval_env_kwargs=cfg.env_kwargs,  # the screen plays the training split: its env, not the held-out one
         eval_repeats=max(1, args.screen_repeats),
         eval_temperature=cfg.temperature, eval_tasks=0, progress=not args.no_progress, tensorboard=False,
         resume=False)
@@ -160,9 +180,11 @@ def default_policy(args, cfg) -> str:
 def with_policy(cfg, policy: str, out_dir: Path):
     """``cfg`` playing ``policy`` (a folder or name) with the prompts its preset's model gets: the "auto"
     settings that follow the model's name (think tags, compact prompts) are pinned first, since a warm
-    start's folder name says nothing about the model it came from."""
+    start's folder name says nothing about the model it came from. A scripted policy keeps the preset's
+    model, which embeds its prompts."""
+    model = cfg.model if parse_policy(policy) else policy
     return dataclasses.replace(cfg, require_think="yes" if cfg.think_required() else "no",
-                               compact_prompts="yes" if cfg.compact() else "no", model=policy,
+                               compact_prompts="yes" if cfg.compact() else "no", model=model,
                                out_dir=str(out_dir))
 
 
@@ -227,15 +249,23 @@ def ground_truth(trainer, saved: dict, args, out: Path):
           f"{todo} continuations to play", flush=True)
     t0 = time.perf_counter()
     if todo:
-        play = PolicyPlay(trainer, min(args.chunk, todo), args.seed, recorded_prompts(plan, ro))
+        if args.scripted:
+            from benchmarks.credit.scripted import ScriptedPlay
+            play = ScriptedPlay(trainer, args.scripted, args.seed, args.workers, chunk=args.chunk)
+        else:
+            play = PolicyPlay(trainer, min(args.chunk, todo), args.seed, recorded_prompts(plan, ro))
         try:
             run_continuations(plan, args.samples, play, store, play.chunk, c.gamma,
                               progress=not args.no_progress)
         finally:
             play.close()
-        print(f"every continuation's first prompt was the recorded one ({play.checked} checked)", flush=True)
+        if not args.scripted:
+            print(f"every continuation's first prompt was the recorded one ({play.checked} checked)",
+                  flush=True)
     mc_s = time.perf_counter() - t0
     truth = mc_truth(plan, store, ro.batch.reward, ro.batch.action_valid, c.gamma, c.invalid_penalty)
+    if args.scripted:       # the policy is the expert but for eps; its own view would cost a second MC pass
+        return truth, None, mc_s
     expert_file = out / "expert_values.json"
     known = json.loads(expert_file.read_text()) if expert_file.exists() else {}
     if any(k not in known for k in plan.keys):
@@ -260,12 +290,42 @@ def write_rows(path: Path, saved: dict, truth, expert_adv, estimates: dict) -> N
         for i in range(len(b)):
             w.writerow([saved["tasks"][ro.env_index[i]], ro.env_index[i], b.step_idx[i], ro.actions[i],
                         b.reward[i], int(b.action_valid[i]), f"{truth.q[i]:.4f}", f"{truth.v[i]:.4f}",
-                        f"{truth.adv[i]:.4f}", f"{truth.se[i]:.4f}", int(truth.n[i]), f"{expert_adv[i]:.4f}",
+                        f"{truth.adv[i]:.4f}", f"{truth.se[i]:.4f}", int(truth.n[i]),
+                        "" if expert_adv is None else f"{expert_adv[i]:.4f}",
                         *(f"{estimates[n].adv[i]:.5f}" for n in names)])
 
 
 KEPT = ("screen.json", "screen.chunks.jsonl", "goals.json", "batch.pkl", "continuations.jsonl",
         "expert_values.json")
+
+
+def leading_goals(saved: dict, goals: list, k: int, out: Path) -> tuple[dict, list]:
+    """``saved`` cut to its leading goals whose states all have ``k`` continuations in ``out``."""
+    from benchmarks.credit.mc_truth import ContinuationStore, episodes_of, finished_goal_count, plan_starts
+    ro, tasks = saved["ro"], saved["tasks"]
+    per_goal = len(tasks) // len(goals)
+    plan = plan_starts(episodes_of(ro, tasks, saved["seeds"]))
+    n = finished_goal_count(plan, ContinuationStore(out / "continuations.jsonl"), k,
+                            np.arange(len(tasks)) // per_goal)
+    if n < 2:
+        raise ValueError(f"--finished-goals: {n} goal(s) of {len(goals)} have K={k} continuations from every "
+                         "state; intervals over goals need 2 or more: run without it to play more")
+    keep = np.flatnonzero(ro.env_index < n * per_goal)   # episodes are goal-major: a prefix of them
+    b = ro.batch
+    rows = {f.name: (v[keep] if isinstance(v, np.ndarray) and v.shape[:1] == (len(b),) else v)
+            for f in dataclasses.fields(b) if f.init and (v := getattr(b, f.name)) is not None}
+    cut = dataclasses.replace(ro, batch=type(b)(**rows))
+    for name in ("prompt_ids", "response_ids", "old_logprobs", "prefix_keys", "responses", "actions"):
+        if getattr(ro, name):
+            setattr(cut, name, [getattr(ro, name)[i] for i in keep])
+    for name in ("env_index", "admissible"):
+        if getattr(ro, name) is not None:
+            setattr(cut, name, getattr(ro, name)[keep])
+    for name in ("success", "score", "episode_return", "episode_length", "renamed"):
+        if getattr(ro, name) is not None:
+            setattr(cut, name, getattr(ro, name)[:n * per_goal])
+    return ({**saved, "ro": cut, "tasks": tasks[:n * per_goal], "seeds": saved["seeds"][:n * per_goal],
+             "goals": saved["goals"][:n]}, goals[:n])
 
 
 def manifest_settings(args, cfg, policy: str) -> dict:
@@ -282,7 +342,7 @@ def manifest_settings(args, cfg, policy: str) -> dict:
             "goals": goals, "exclude": sorted(excluded_goals(args)),
             "candidates": args.candidates, "tasks": args.tasks, "group_size": args.group_size,
             "samples": args.samples, "screen_repeats": args.screen_repeats, "seed": args.seed,
-            "chunk": args.chunk}
+            "chunk": args.chunk, **({"embed_model": cfg.model} if args.scripted else {})}
 
 
 def report(inputs, out: Path, header: str) -> tuple:
@@ -308,9 +368,12 @@ def run(args) -> dict:
 
 def run_batch(args, out: Path) -> dict:
     from agents.trainer import Trainer
+    from estimators import available_estimators
     from benchmarks.credit.advantage_report import COMMON_MODE, ScoreInputs, estimator_advantages, plot
     from benchmarks.credit.manifest import check_manifest
     from benchmarks.credit.policy_play import choose_goals, record_batch, screen
+    from benchmarks.credit.scripted import record_scripted_batch, screen_scripted
+    from benchmarks.credit.user_estimator import load_user_estimator
     preset_cfg, cfg = settings(args)
     policy = default_policy(args, preset_cfg)
     check_manifest(out, manifest_settings(args, cfg, policy), list(KEPT))
@@ -319,34 +382,51 @@ def run_batch(args, out: Path) -> dict:
     trainer = Trainer(cfg)
     tasks = candidate_goals(args, trainer)
     if args.screen_repeats > 0:
-        scr = screen(trainer, tasks, out)
+        scr = (screen_scripted(trainer, args.scripted, tasks, args.screen_repeats, args.seed, out)
+               if args.scripted else screen(trainer, tasks, out))
         goals, note = choose_goals(scr["by_task"], tasks, args.tasks, args.seed)
         note += (f" (screen success {100 * scr['eval_success']:.1f}% over {args.screen_repeats} "
                  "episode(s) each)")
+        if scr.get("expert_timeouts"):
+            note += f"; {scr['expert_timeouts']} screen episode(s) passed the expert's planner timeout"
     else:
         goals, note = tasks[:args.tasks], f"the first {min(args.tasks, len(tasks))} candidates (no screen)"
     print(note, flush=True)
     (out / "goals.json").write_text(json.dumps([str(g) for g in goals]))
     if len(goals) != cfg.batch_tasks:          # fewer usable goals than --tasks: a smaller batch
         trainer.cfg = cfg = dataclasses.replace(cfg, batch_tasks=len(goals))
-    saved = record_batch(trainer, goals, args.seed, out)
+    saved = (record_scripted_batch(trainer, args.scripted, goals, args.seed, out) if args.scripted else
+             record_batch(trainer, goals, args.seed, out))
     ro = saved["ro"]
     won = float(ro.success.mean())
     print(f"batch: {len(goals)} goals x G={cfg.group_size}, {len(ro.batch)} rows, success {100 * won:.1f}%",
           flush=True)
+    if saved["stats"].get("expert_timeouts"):
+        note += f"; {saved['stats']['expert_timeouts']} batch episode(s) passed the expert's planner timeout"
+    if args.finished_goals:
+        saved, goals = leading_goals(saved, goals, args.samples, out)
+        note += (f"; scored on the first {len(goals)} goals, whose states all have K continuations "
+                 "(--finished-goals: the run was stopped before the rest)")
+        ro = saved["ro"]
+        won = float(ro.success.mean())
     truth, expert_adv, mc_s = ground_truth(trainer, saved, args, out)
     if not np.any(truth.adv != 0):
         raise SystemExit("every MC advantage is zero (no continuation from any state won): the policy never "
                          "wins these goals, so no estimator has anything to be right about")
-    own = estimator_advantages(ro.batch, cfg.estimator_kwargs(), args.estimators)
-    common = estimator_advantages(ro.batch, cfg.estimator_kwargs(), args.estimators, mode=COMMON_MODE)
+    names = args.estimators or available_estimators()
+    names = list(names) + [load_user_estimator(spec) for spec in args.estimator]
+    own = estimator_advantages(ro.batch, cfg.estimator_kwargs(), names)
+    common = estimator_advantages(ro.batch, cfg.estimator_kwargs(), names, mode=COMMON_MODE)
     inputs = ScoreInputs.of(truth, ro.batch.group_id, expert_adv, own, common)
     inputs.save(out / "score_inputs.npz", won=won)
     write_rows(out / "rows.csv", saved, truth, expert_adv, own)
     reliable = 1 - float(np.mean(truth.se ** 2) / max(np.var(truth.adv), 1e-12))
     splits = "+".join(args.splits or [cfg.train_split])
-    setting = (f"{cfg.env} ({args.ingredients or 'any'} ingredient goals of {splits}), "
-               f"policy {Path(policy).name}, T={cfg.temperature}: {len(goals)} goals x G={cfg.group_size} "
+    who = (f"scripted policy (the expert, eps {args.scripted.eps:g} random; {Path(cfg.model).name} embeds the "
+           "prompts)" if args.scripted else f"policy {Path(policy).name}, T={cfg.temperature}")
+    goals_of = (f"{args.ingredients or 'any'} ingredient goals of {splits}" if cfg.env == "textcraft"
+                else f"goals of {splits}")
+    setting = (f"{cfg.env} ({goals_of}), {who}: {len(goals)} goals x G={cfg.group_size} "
                f"({len(ro.batch)} rows, episode success {100 * won:.1f}%), K={args.samples} continuations "
                f"per distinct state, gamma {cfg.gamma}, seed {args.seed}")
     header = (f"Estimator advantages vs Monte-Carlo A = Q - V on the same real rollouts: {setting}. "
@@ -355,7 +435,7 @@ def run_batch(args, out: Path) -> dict:
               f"Rows with |A| > 2 SE (sign column): {int(np.sum(np.abs(truth.adv) > 2 * truth.se))}.")
     scored_own, scored_common, table = report(inputs, out, header)
     plot(scored_own, own, truth.adv, truth.se, out / "accuracy.png", setting)
-    timing = {"rollout_s": saved["stats"]["rollout_s"], "mc_s_this_call": mc_s,
+    timing = {**{k: v for k, v in saved["stats"].items() if k.endswith("_s")}, "mc_s_this_call": mc_s,
               "wall_s_this_call": time.perf_counter() - wall0}
     (out / "timing.json").write_text(json.dumps(timing))
     print(table)
@@ -393,7 +473,7 @@ def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
     try:
         run(args)
-    except (ValueError, FileNotFoundError) as exc:       # ManifestMismatch and NonFiniteAdvantages too
+    except (ValueError, FileNotFoundError, ExpertCannotAct) as exc:   # ManifestMismatch, NonFiniteAdvantages
         print(f"advantage_accuracy: error: {exc}", file=sys.stderr)
         return 2
     return 0

@@ -263,3 +263,13 @@ def expert_advantage(plan: StartPlan, w_expert: np.ndarray, reward, valid, gamma
     """QVal's reference view: Q^E(s_t, a_t) - V^E(s_t), the expert's value after the policy's action
     against the expert's value from the same state (deterministic, no standard error)."""
     return row_q(plan, w_expert, reward, valid, gamma, invalid_penalty) - w_expert[plan.row_start]
+
+
+def finished_goal_count(plan: StartPlan, store: ContinuationStore, k: int, episode_goal: np.ndarray) -> int:
+    """How many of the batch's leading goals have K continuations from every one of their states (a run
+    stopped for time). Goals count in the batch's fixed order, which the outcomes did not choose."""
+    done = np.ones(int(episode_goal.max()) + 1 if len(episode_goal) else 0, dtype=bool)
+    for (e, _), key in zip(plan.starts, plan.keys):
+        if store.count(key) < k:
+            done[episode_goal[e]] = False
+    return int(np.argmin(done)) if not done.all() else len(done)

@@ -12,16 +12,31 @@ Game text, admissible commands and dynamics are the engine's own: nothing is re-
 
 Fast Downward overwrites ``sys.argv`` on import, so the engine modules are imported lazily through
 ``import_engine()``, which restores it.
+
+Why the textgen memo: ~85% of a step went into TextWorld's text grammar
+(``textworld.envs.pddl.textgen``): ``ContextSensitiveGrammar.derive`` re-parses the same template
+(command templates, feedback rules) with tatsu on every call, ~40 times a step, and ``replace`` /
+``query`` re-parse the same rule conditions with ``Rule.parse_conjunctive_query``. ``import_engine()``
+therefore swaps two names in that module only, once per process: ``_parse_and_convert`` keeps the tatsu
+model of each distinct (text, rule) and converts it afresh on every call (the caller mutates the symbols
+it gets: contexts, the derivation stack, so each call must get new ones; the model itself is only read),
+and ``Rule`` becomes a subclass whose ``parse_conjunctive_query`` keeps each parsed query (the callers
+only read it: ``State.all_assignments`` reads its preconditions and placeholders). Texts are the same
+as without it (tests/envs/test_alfworld_textgen_memo.py); ``textgen_memo(False)`` turns it off.
 """
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import sys
 from collections import OrderedDict
 from types import SimpleNamespace
 
 _MODULES: SimpleNamespace | None = None
+_TEXTGEN: SimpleNamespace | None = None  # textgen's original names and their memoised versions
+_MEMO_SIZE = 8192  # distinct strings kept per memo (ALFWorld's grammar needs a few hundred)
+_PLAN_MEMO_SIZE = 4096  # Fast Downward answers kept per engine, by (game, state facts)
 
 
 def import_engine() -> SimpleNamespace:
@@ -42,7 +57,63 @@ def import_engine() -> SimpleNamespace:
             sys.argv = argv
         _MODULES = SimpleNamespace(textworld=textworld, PddlEnv=PddlEnv, fast_downward=fast_downward,
                                    Demangler=Demangler)
+        _install_textgen_memo()
     return _MODULES
+
+
+def _install_textgen_memo() -> SimpleNamespace:
+    """Build the memoised textgen names (once) and switch them on; see the module docstring."""
+    global _TEXTGEN
+    if _TEXTGEN is None:
+        from textworld.envs.pddl import textgen
+        parse_orig, rule_orig = textgen._parse_and_convert, textgen.Rule
+        parser, converter = textgen._PARSER, textgen._Converter
+
+        @functools.lru_cache(maxsize=_MEMO_SIZE)
+        def model(text: str, rule_name: str):
+            return parser.parse(text, rule_name=rule_name)
+
+        def parse_and_convert(*args, **kwargs):
+            """textgen's ``_parse_and_convert`` with the tatsu parse kept per (text, rule_name)."""
+            if (len(args) == 1 and isinstance(args[0], str) and isinstance(kwargs.get("rule_name"), str)
+                    and set(kwargs) <= {"rule_name", "trace"} and not kwargs.get("trace")):
+                return converter().walk(model(args[0], kwargs["rule_name"]))  # new symbols every call
+            return parse_orig(*args, **kwargs)  # TW_CSG_TRACE prints the parse: not cached
+
+        @functools.lru_cache(maxsize=_MEMO_SIZE)
+        def query(expr: str):
+            return rule_orig.parse_conjunctive_query(expr)
+
+        class Rule(rule_orig):
+            """textworld's ``Rule`` as textgen sees it: parsed conjunctive queries are shared."""
+
+            @classmethod
+            def parse_conjunctive_query(cls, expr: str):
+                return query(expr) if isinstance(expr, str) else rule_orig.parse_conjunctive_query(expr)
+
+        _TEXTGEN = SimpleNamespace(module=textgen, off=(parse_orig, rule_orig), on=(parse_and_convert, Rule),
+                                   models=model, queries=query)
+        _set_textgen_memo(True)
+    return _TEXTGEN
+
+
+def _set_textgen_memo(enabled: bool) -> bool:
+    """Switch the textgen memo on or off; returns whether it was on."""
+    tg = _TEXTGEN
+    was_on = tg.module._parse_and_convert is tg.on[0]
+    tg.module._parse_and_convert, tg.module.Rule = tg.on if enabled else tg.off
+    return was_on
+
+
+@contextlib.contextmanager
+def textgen_memo(enabled: bool):
+    """Run a block with TextWorld's textgen memo on or off (tests and benchmarks compare the two)."""
+    import_engine()
+    was_on = _set_textgen_memo(enabled)
+    try:
+        yield _TEXTGEN
+    finally:
+        _set_textgen_memo(was_on)
 
 
 @contextlib.contextmanager
@@ -81,6 +152,7 @@ class Engine:
         self._sas: dict = {}
         self.gamefile: str | None = None
         self.timed_out = False          # whether the last replan() hit its timeout
+        self._plans: OrderedDict = OrderedDict()   # (gamefile, facts) -> (plan, timed out, timeout)
         self.loads = 0  # how many times a game file was actually parsed (tests check reuse)
 
     def load(self, gamefile: str) -> None:
@@ -145,10 +217,26 @@ class Engine:
         it runs in a forked child (which inherits the game state) and is killed after that many
         seconds, and the answer is then [] as for an unsolvable state. ``timed_out`` says which."""
         self.timed_out = False
+        if timeout_s is not None and timeout_s <= 0:
+            raise ValueError(f"planner timeout must be > 0 seconds (or None for no limit), got {timeout_s}")
+        # Fast Downward is deterministic given the game and the state's facts, and a replay re-plans the
+        # same states again and again (one search took seconds): keep each state's answer. A timeout is
+        # kept with its limit and reused only under a limit no longer than it.
+        key = (self.gamefile, frozenset(map(str, self._env.state["_facts"])))
+        known = self._plans.get(key)
+        if known is not None and (not known[1] or (timeout_s is not None and timeout_s <= known[2])):
+            self._plans.move_to_end(key)
+            self.timed_out = known[1]
+            return list(known[0])
+        plan = self._replan(timeout_s)
+        self._plans[key] = (tuple(plan), self.timed_out, timeout_s)
+        while len(self._plans) > _PLAN_MEMO_SIZE:
+            self._plans.popitem(last=False)
+        return plan
+
+    def _replan(self, timeout_s: float | None) -> list[str]:
         if timeout_s is None:
             return list(self._env._pddl_state.replan(self._env._entity_infos) or [])
-        if timeout_s <= 0:
-            raise ValueError(f"planner timeout must be > 0 seconds (or None for no limit), got {timeout_s}")
         import multiprocessing as mp
         try:
             ctx = mp.get_context("fork")

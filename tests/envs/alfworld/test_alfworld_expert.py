@@ -96,3 +96,38 @@ def test_expert_wins_100_generated_games_per_task(tmp_path_factory, task_type):
                       max_steps=151)
     lost = [tid for tid in env.task_ids if not play_expert(env, tid)[0]]
     assert lost == []
+
+
+def test_replans_of_a_state_are_kept_and_equal_a_fresh_search(alfworld_data, monkeypatch):
+    """Fast Downward's answer per (game, state facts) is kept: a replay passing the same state again
+    does not search again, gets the plan a fresh search gives, and a timeout is reused only under a
+    limit no longer than the one it hit."""
+    import random
+    env = ALFWorldEnv(data_dir=alfworld_data, split="valid_seen", max_steps=30, expert_mode="planner")
+    env.reset(seed=0, options={"task_id": env.task_ids[0], "expert": True})
+    engine = env.unwrapped._engine
+    rng = random.Random(0)
+    _, _, _, _, info = env.step("look")
+    for _ in range(2):                                   # somewhere off the walkthrough
+        _, _, _, _, info = env.step(rng.choice(info["admissible_actions"]))
+    calls = []
+    fresh = engine._replan(None)
+    monkeypatch.setattr(engine, "_replan", lambda t: calls.append(t) or ["searched"])
+    assert engine.replan(None) == fresh and calls == []          # the state was planned during play
+    env.step(info["admissible_actions"][0])
+    engine._plans.clear()
+    calls.clear()
+    assert engine.replan(None) == ["searched"] and engine.replan(5.0) == ["searched"] and calls == [None]
+
+    def times_out(t):
+        calls.append(t)
+        engine.timed_out = True
+        return []
+    monkeypatch.setattr(engine, "_replan", times_out)
+    engine._plans.clear()
+    calls.clear()
+    assert engine.replan(5.0) == [] and engine.timed_out
+    assert engine.replan(3.0) == [] and engine.timed_out and calls == [5.0]    # shorter limit: kept
+    engine.replan(10.0)
+    engine.replan(None)
+    assert calls == [5.0, 10.0, None]                                         # longer or none: searched

@@ -1,0 +1,72 @@
+"""Named settings of the credit benchmark: how much it plays (``Size``) and the env x policy cells of the
+leaderboard in docs/advantage-accuracy.md (``CELLS``), each reproduced by one command:
+
+    python -m benchmarks.credit.advantage_accuracy --cell alfworld-eps0.5 --out runs/aa_alfworld-eps0.5
+
+A cell fills every flag it names that the command line leaves out; sizes are argued in
+docs/advantage-accuracy.md ("Sizing").
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Size:
+    """How much the benchmark plays: B goals x G episodes, K continuations per distinct state, and the
+    screen's episodes per candidate goal and how many candidates it plays (0 = all). Named per training
+    preset (``SIZES``) or per cell; flags override."""
+    tasks: int
+    group_size: int
+    samples: int
+    screen_repeats: int
+    candidates: int = 0
+
+
+SIZES = {
+    # the TextCraft table's policy and settings; sized in docs/advantage-accuracy.md
+    "textcraft-table": Size(tasks=12, group_size=6, samples=8, screen_repeats=2),
+    # bipace-compare's stage: about 15 minutes on 2 cores (sized in docs/advantage-accuracy.md)
+    "compare": Size(tasks=8, group_size=4, samples=4, screen_repeats=2, candidates=40),
+}
+DEFAULT_SIZE = SIZES["textcraft-table"]
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One env x policy column of the leaderboard."""
+    preset: str
+    """The RL settings whose env, prompts, horizon, estimator options and model (the embedding) it uses."""
+    policy: str
+    """``scripted:EPS`` (the env's expert, a random admissible action with probability EPS) or "" for the
+    preset's default model policy (TextCraft: the table's warm start)."""
+    size: Size
+    ingredients: str = ""
+    """TextCraft only: goals whose recipe needs "1" or "2+" distinct ingredients."""
+    sets: tuple = ()
+    """``FIELD=VALUE`` overrides of the preset."""
+    splits: tuple = ()
+    """The splits whose goals are candidates (default the preset's training split)."""
+
+
+# Scripted cells: eps chosen so that 20-80% of screen episodes are won (calibration in the docs); sizes so
+# that a paired difference of 0.05 in Pearson r lies outside its 95% interval (the docs' "Sizing").
+TEXTCRAFT_SCRIPTED = Size(tasks=20, group_size=6, samples=8, screen_repeats=4)
+WEBSHOP_SCRIPTED = Size(tasks=16, group_size=8, samples=8, screen_repeats=4, candidates=60)
+ALFWORLD_SCRIPTED = Size(tasks=8, group_size=6, samples=4, screen_repeats=2, candidates=24)
+# one Fast Downward search took 387 s on a real game: past 10 s the episode's choices turn uniform
+ALFWORLD_SETS = ('env_kwargs={"games_per_task": 20, "planner_timeout": 10}',)
+
+CELLS = {
+    # the SmolLM2 warm start's own rows (two batches on disjoint goals are pooled in the docs)
+    "textcraft-smollm2": Cell("textcraft-table", "", SIZES["textcraft-table"], ingredients="2+"),
+    # the same goal population (depth 1, 2+ ingredients, training and held-out goals), scripted policies
+    "textcraft-eps0.5": Cell("textcraft-table", "scripted:0.5", TEXTCRAFT_SCRIPTED, ingredients="2+",
+                             splits=("train", "test")),
+    "textcraft-eps0.8": Cell("textcraft-table", "scripted:0.8", TEXTCRAFT_SCRIPTED, ingredients="2+",
+                             splits=("train", "test")),
+    "webshop-eps0.3": Cell("webshop-table", "scripted:0.3", WEBSHOP_SCRIPTED),
+    "webshop-eps0.5": Cell("webshop-table", "scripted:0.5", WEBSHOP_SCRIPTED),
+    "alfworld-eps0.5": Cell("alfworld-table", "scripted:0.5", ALFWORLD_SCRIPTED, sets=ALFWORLD_SETS),
+    "alfworld-eps0.3": Cell("alfworld-table", "scripted:0.3", ALFWORLD_SCRIPTED, sets=ALFWORLD_SETS),
+}

@@ -1,0 +1,158 @@
+"""The credit leaderboard: several finished ``advantage_accuracy`` runs (one env x policy cell each) side by
+side, one table per metric (estimators x cells) and one of paired differences against GiGPO per metric.
+
+    python -m benchmarks.credit.leaderboard textcraft-smollm2=docs/results/advantage-accuracy/aa_tc_2plus_pooled \\
+        docs/results/advantage-accuracy/textcraft-eps0.5 ... --out docs/results/advantage-accuracy/leaderboard.md \\
+        --doc docs/advantage-accuracy.md
+
+Each argument is a run folder (``--out`` of the benchmark or of its ``--pool``), optionally ``LABEL=FOLDER``
+(default label: the folder's name). Figures are at one normalisation (mean_norm, the report's "common"
+scores), so that differences measure credit, not normalisation; intervals are the runs' own (95%
+jackknife-t over goals). ``--doc`` replaces what lies between ``<!-- leaderboard:start -->`` and
+``<!-- leaderboard:end -->`` in that file with the tables. Under the Pearson table, the rank agreement of
+every two columns (Kendall's tau over the estimators both scored) says whether two policies order the
+estimators alike.
+"""
+from __future__ import annotations
+
+import argparse
+import csv
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+from benchmarks.credit.advantage_report import BASELINE, HIGHER_BETTER, LABELS, METRICS
+
+START, END = "<!-- leaderboard:start -->", "<!-- leaderboard:end -->"
+
+
+@dataclass
+class Column:
+    """One run folder's common-normalisation scores and paired differences."""
+    label: str
+    scores: dict        # (estimator, metric) -> (value, lo, hi)
+    pairs: dict         # (pair, metric) -> (diff, lo, hi, beyond)
+
+
+def _float(text: str) -> float:
+    return float(text) if text not in ("", None) else math.nan
+
+
+def read_column(spec: str) -> Column:
+    """``LABEL=FOLDER`` or ``FOLDER`` -> its Column; a folder without the report's CSVs is refused."""
+    label, sep, folder = spec.partition("=")
+    folder = Path(folder if sep else label)
+    label = label if sep else folder.name
+    missing = [n for n in ("scores.csv", "pairs.csv") if not (folder / n).is_file()]
+    if missing:
+        raise FileNotFoundError(f"{folder}: no {' or '.join(missing)}; pass the --out folder of a finished "
+                                "advantage_accuracy run (or of its --pool)")
+    scores, pairs = {}, {}
+    with open(folder / "scores.csv", newline="") as f:
+        for r in csv.DictReader(f):
+            if r["normalisation"] == "common" and r["metric"] in METRICS:
+                scores[r["estimator"], r["metric"]] = (_float(r["value"]), _float(r["lo"]), _float(r["hi"]))
+    with open(folder / "pairs.csv", newline="") as f:
+        for r in csv.DictReader(f):
+            if r["normalisation"] == "common" and r["metric"] in METRICS:
+                pairs[r["pair"], r["metric"]] = (_float(r["diff"]), _float(r["lo"]), _float(r["hi"]),
+                                                 r["beyond_interval"] == "True")
+    if not scores:
+        raise ValueError(f"{folder}/scores.csv holds no common-normalisation scores; rerun the benchmark there")
+    return Column(label, scores, pairs)
+
+
+def _value(v) -> str:
+    if v is None or not math.isfinite(v[0]):
+        return "n/a"
+    return f"{v[0]:.3f} [{v[1]:.3f}, {v[2]:.3f}]"
+
+
+def _diff(v) -> str:
+    if v is None or not math.isfinite(v[0]):
+        return "n/a"
+    text = f"{v[0]:+.3f} [{v[1]:+.3f}, {v[2]:+.3f}]"
+    return f"**{text}**" if v[3] else text
+
+
+def kendall_tau(a: list, b: list) -> float:
+    """Kendall's tau-b of two equally long score lists (nan where undefined)."""
+    from scipy.stats import kendalltau
+    return float(kendalltau(a, b).statistic) if len(a) >= 3 else math.nan
+
+
+def rank_agreement(cols: list[Column], metric: str = "pearson") -> list[str]:
+    """Markdown lines: Kendall's tau of every two columns' estimator scores on ``metric``."""
+    lines = []
+    for i, a in enumerate(cols):
+        for b in cols[i + 1:]:
+            names = sorted(n for (n, m) in a.scores if m == metric and (n, m) in b.scores
+                           and math.isfinite(a.scores[n, m][0]) and math.isfinite(b.scores[n, m][0]))
+            tau = kendall_tau([a.scores[n, metric][0] for n in names], [b.scores[n, metric][0] for n in names])
+            lines.append(f"- {a.label} vs {b.label}: Kendall tau {tau:+.2f} over {len(names)} estimators")
+    return lines
+
+
+def tables(cols: list[Column]) -> str:
+    """Every metric's score table and its paired-difference table, as markdown."""
+    if not cols:
+        raise ValueError("no run folders given")
+    estimators = sorted({n for c in cols for (n, _) in c.scores})
+    out = []
+    for metric in METRICS:
+        if not any(math.isfinite(c.scores.get((n, metric), (math.nan,))[0]) for c in cols for n in estimators):
+            continue        # a metric no column scored (e.g. the expert's ρ on scripted policies)
+        sign = -1 if HIGHER_BETTER[metric] else 1
+
+        def rank_key(n):
+            vals = [c.scores[n, metric][0] for c in cols if math.isfinite(c.scores.get((n, metric), (math.nan,))[0])]
+            # estimators scored on every column first, then those some columns could not score
+            return (len(cols) - len(vals), sign * sum(vals) / len(vals) if vals else math.inf)
+
+        head = "| estimator | " + " | ".join(c.label for c in cols) + " |\n" + "|---" * (len(cols) + 1) + "|"
+        out.append(f"#### {LABELS[metric]} ({'higher' if HIGHER_BETTER[metric] else 'lower'} is better)\n\n{head}")
+        out += [f"| {n} | " + " | ".join(_value(c.scores.get((n, metric))) for c in cols) + " |"
+                for n in sorted(estimators, key=rank_key)]
+        if metric == "pearson":
+            out += ["", "Rank agreement of the columns (estimators ordered by Pearson r):", ""]
+            out += rank_agreement(cols, metric)
+        pairs = sorted({p for c in cols for (p, m) in c.pairs if m == metric and p.endswith(f" - {BASELINE}")})
+        out += ["", f"{LABELS[metric]}, paired difference against {BASELINE} (same goals; **bold**: the interval "
+                "excludes 0):", "", head.replace("| estimator |", "| pair |")]
+        out += [f"| {p} | " + " | ".join(_diff(c.pairs.get((p, metric))) for c in cols) + " |" for p in pairs]
+        ingredients = [p for p in ("bipace - pace",) if any((p, metric) in c.pairs for c in cols)]
+        out += [f"| {p} | " + " | ".join(_diff(c.pairs.get((p, metric))) for c in cols) + " |" for p in ingredients]
+        out.append("")
+    return "\n".join(out)
+
+
+def update_doc(doc: Path, text: str) -> None:
+    """Put ``text`` between the leaderboard markers of ``doc``."""
+    body = doc.read_text()
+    if START not in body or END not in body or body.index(START) > body.index(END):
+        raise ValueError(f"{doc} has no '{START}' ... '{END}' block to fill; add those two lines where the "
+                         "leaderboard goes")
+    head, rest = body.split(START, 1)
+    doc.write_text(head + START + "\n" + text + "\n" + END + rest.split(END, 1)[1])
+
+
+def main(argv=None) -> str:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("runs", nargs="+", metavar="[LABEL=]FOLDER", help="finished advantage_accuracy run folders")
+    p.add_argument("--out", type=Path, help="write the tables to this markdown file")
+    p.add_argument("--doc", type=Path, help="fill this file's leaderboard block with the tables")
+    args = p.parse_args(argv)
+    try:
+        text = tables([read_column(r) for r in args.runs])
+        if args.doc:
+            update_doc(args.doc, text)
+    except (FileNotFoundError, ValueError) as e:
+        p.error(str(e))
+    if args.out:
+        args.out.write_text(text + "\n")
+    print(text)
+    return text
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,357 @@
+"""A scripted stochastic policy for the credit benchmark: the env's own expert with probability 1 - eps, a
+uniformly random admissible action otherwise. Its continuations need no model calls, so Monte-Carlo
+ground truth fits on 2 cores where SmolLM2's does not (ALFWorld, WebShop).
+
+    python -m benchmarks.credit.advantage_accuracy --cell alfworld-eps0.3 --out runs/aa_alf_03
+    python -m benchmarks.credit.advantage_accuracy --preset webshop-table --policy scripted:0.3 --out runs/x
+
+    policy = parse_policy("scripted:0.3")              # None for a model name or folder
+    saved = record_scripted_batch(trainer, policy, goals, seed, out)   # batch.pkl, as policy_play's
+    play = ScriptedPlay(trainer, policy, seed, workers=2)             # continuations (mc_truth's ``play``)
+
+What the estimators see is what they would see from an LLM policy that wrote these actions: each row's
+prompt is built by the preset's prompter (the same history, admissible list and instruction a policy would
+read), its response is the prompter's answer form of the action (``expert_response``, the SFT target), its
+PACE key comes from that response, and its BiGPO embedding is the preset model's hidden state for the
+prompt at the preset's layer (``embed_episodes``: one teacher-forced forward per new prompt suffix, the KV
+cache of the episode's previous prompt reused). ``old_logp_sum`` is the policy's exact log-probability of
+the choice: (1 - eps) [a = expert] + eps n(a) / n over the n admissible choices (a template such as
+WebShop's ``search[...]`` counts as one choice, filled with a random subset of the instruction's words).
+The hindsight log-probs of HCAPO/RELACE need a model's view of the whole episode, so those two are not
+scored on scripted batches (the report says why).
+
+ALFWorld's expert falls back to Fast Downward where its handcoded script fails, and one search took 387 s
+on a real game; the ALFWorld cells therefore set the env's ``planner_timeout``, and past it the episode's
+remaining choices are uniform over the admissible actions (logged as such). That makes the policy depend on
+the machine's speed only in states whose plan takes longer than the timeout; the screen and the batch count
+the episodes that reached one (``expert_timeouts`` in screen.json and the summary).
+
+Env state is reached by replay (``agents.replay``), not restored: ALFWorld's engine state holds Fast
+Downward's ctypes pointers (``copy.deepcopy`` refuses them), and TextCraft/WebShop replay in milliseconds.
+ALFWorld's cost is its engine step; continuations therefore run in ``workers`` processes, each job on its
+own random stream (``stream_seed(seed, "continuations", chunk, i)``), so results do not depend on how
+many workers play them.
+"""
+from __future__ import annotations
+
+import math
+import multiprocessing as mp
+import pickle
+import time
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from benchmarks.credit.policy_play import stream_seed
+
+SCRIPTED = "scripted"
+
+
+class ExpertCannotAct(RuntimeError):
+    """The env's expert has no action in a state where the episode is not over."""
+
+
+@dataclass(frozen=True)
+class ScriptedPolicy:
+    """The env's expert with probability 1 - ``eps``, a uniformly random admissible action otherwise."""
+    eps: float
+
+    def __post_init__(self):
+        if not (isinstance(self.eps, (int, float)) and 0.0 <= float(self.eps) <= 1.0):
+            raise ValueError(f"a scripted policy's eps must lie in [0, 1] (the chance of a random admissible "
+                             f"action instead of the expert's); got {self.eps!r}")
+
+    @property
+    def spec(self) -> str:
+        return f"{SCRIPTED}:{self.eps:g}"
+
+    def choose(self, env, info: dict, rng: np.random.Generator, env_name: str, expert, where: str):
+        """(action, log-probability of choosing it) in the env's current state."""
+        plan = expert(env)
+        choices = list(info.get("admissible_actions") or ())
+        if not plan and info.get("expert_timed_out") and choices:
+            # ALFWorld's planner ran past the env's planner_timeout: no expert action this episode, so
+            # every remaining choice is uniform (the log-probability says so)
+            choice = choices[int(rng.integers(len(choices)))]
+            return choice, math.log(choices.count(choice) / len(choices))
+        if not plan:
+            raise ExpertCannotAct(
+                f"{env_name}'s expert has no action {where}, though the episode is not over; a scripted "
+                "policy needs an expert that acts from every state the policy reaches (for ALFWorld: reset "
+                "with options={'expert': True} so it watches the whole episode)")
+        best = plan[0]
+        templates = set(info.get("action_templates") or ())
+        fill = TEMPLATE_FILLERS.get(env_name)
+        if fill is None:
+            choices = [a for a in choices if a not in templates]
+        if not choices:
+            choices = [best]
+        if rng.random() < self.eps:
+            choice = choices[int(rng.integers(len(choices)))]
+            action = fill(choice, info, rng) if choice in templates else choice
+            p = self.eps * choices.count(choice) / len(choices) + (1 - self.eps) * (action == best)
+        else:
+            action = best
+            p = (1 - self.eps) + self.eps * choices.count(best) / len(choices)
+        return action, math.log(max(p, 1e-300))
+
+
+def fill_webshop_search(template: str, info: dict, rng: np.random.Generator) -> str:
+    """WebShop's ``search[...]`` with 1-5 of the instruction's words, kept in order (a noisy query)."""
+    words = str(info.get("instruction", "")).split() or ["item"]
+    k = int(rng.integers(1, min(5, len(words)) + 1))
+    keep = np.sort(rng.choice(len(words), k, replace=False))
+    return "search[" + " ".join(words[i] for i in keep) + "]"
+
+
+# how a random turn fills an action template the env lists (envs without one skip their templates)
+TEMPLATE_FILLERS = {"webshop": fill_webshop_search}
+
+
+def parse_policy(spec: str) -> ScriptedPolicy | None:
+    """``scripted:EPS`` -> ScriptedPolicy; a model name or folder (no ``kind:`` prefix) -> None."""
+    spec = str(spec)
+    kind, sep, rest = spec.partition(":")
+    if not sep or Path(spec).exists():
+        return None
+    if kind != SCRIPTED:
+        raise ValueError(f"unknown policy spec {spec!r}: use scripted:EPS (the env's expert, a random "
+                         "admissible action with probability EPS) or a model name or folder")
+    try:
+        eps = float(rest)
+    except ValueError:
+        raise ValueError(f"policy spec {spec!r}: EPS must be a number in [0, 1], e.g. scripted:0.3") from None
+    return ScriptedPolicy(eps)
+
+
+# ------------------------------------------------------------------------------------- playing
+def play_episode(env, policy: ScriptedPolicy, env_name: str, spec, rng, task, seed: int, reset_options: dict,
+                 replay=None, keep_states: bool = False) -> dict:
+    """One episode (from the state ``replay`` reaches, if given) until it ends. Returns rewards (mapped),
+    valid flags, won, the actions and their log-probabilities, and with ``keep_states`` the (obs, info) each
+    action was taken in and the reset's first (obs, info)."""
+    options = {"task_id": task, **reset_options, **({"replay": replay} if replay is not None else {})}
+    obs, info = env.reset(seed=int(seed), options=options)
+    first = info.pop("replay_first", (obs, info))
+    history = info.pop("replay_history", [])
+    t0 = len(replay.actions) if replay is not None else 0
+    out = {"rewards": [], "valid": [], "actions": [], "logp": [], "states": [], "won": False,
+           "first": first, "history": history}
+    for t in range(t0, 10 ** 6):
+        where = f"for task {task!r} (env seed {seed}) at step {t}" + (f" (after a replayed prefix of {t0})"
+                                                                     if t0 else "")
+        action, logp = policy.choose(env, info, rng, env_name, spec.expert, where)
+        if keep_states:
+            out["states"].append((obs, info))
+        obs, r, term, trunc, info = env.step(action)
+        out["rewards"].append(float(spec.reward_map(float(r), bool(term), info)))
+        out["valid"].append(True)
+        out["actions"].append(action)
+        out["logp"].append(logp)
+        if term or trunc:
+            out["won"] = bool(info.get("won", False))
+            out["expert_timed_out"] = bool(info.get("expert_timed_out", False))
+            return out
+    raise AssertionError("unreachable: every env truncates at its max_steps")
+
+
+def wrapped_env(make_env):
+    from agents.replay import ReplayPrefix
+    return ReplayPrefix(make_env())
+
+
+def screen_scripted(trainer, policy: ScriptedPolicy, tasks: list, repeats: int, seed: int, out: Path) -> dict:
+    """Each candidate goal played ``repeats`` times (screen.json: wins per goal, as ``policy_play.screen``);
+    a policy that wins nothing or everything is refused with an eps to try."""
+    import json
+    path = out / "screen.json"
+    if path.exists():
+        return json.loads(path.read_text())
+    spec, env = trainer.spec, wrapped_env(trainer.make_env)
+    by_task, timeouts, rng = {}, 0, np.random.default_rng(stream_seed(seed, "screen"))
+    try:
+        for task in tasks:
+            eps = [play_episode(env, policy, trainer.cfg.env, spec, rng, task, int(rng.integers(2 ** 31)),
+                                spec.expert_reset_options) for _ in range(repeats)]
+            by_task[str(task)] = [sum(int(e["won"]) for e in eps), repeats]
+            timeouts += sum(e["expert_timed_out"] for e in eps)
+    finally:
+        env.close()
+    won = sum(w for w, _ in by_task.values()) / max(1, sum(n for _, n in by_task.values()))
+    if won in (0.0, 1.0):
+        hint = (f"lower eps, e.g. scripted:{policy.eps / 2:g}" if won == 0 else
+                f"raise eps, e.g. scripted:{min(1.0, max(2 * policy.eps, policy.eps + 0.2)):g}")
+        raise ValueError(f"the scripted policy {policy.spec} {'won nothing' if won == 0 else 'won everything'} "
+                         f"in the screen ({len(tasks)} goals x {repeats}): every advantage would be "
+                         f"{'zero' if won == 0 else 'about zero'}; {hint}")
+    result = {"eval_success": won, "by_task": by_task, "expert_timeouts": timeouts}
+    path.write_text(json.dumps(result))
+    return result
+
+
+# ------------------------------------------------------------------------------------- the batch
+def record_scripted_batch(trainer, policy: ScriptedPolicy, goals: list, seed: int, out: Path) -> dict:
+    """The batch every estimator sees (``out/batch.pkl``, the layout of ``policy_play.record_batch``): B goals
+    x G scripted episodes, one env seed per goal, prompts, answers, keys and embeddings as described above."""
+    path = out / "batch.pkl"
+    if path.exists():
+        return pickle.loads(path.read_bytes())
+    import torch
+    from agents.parsing import parse_action
+    from agents.prompts import make_prompter
+    from agents.rollout import Rollout
+    from estimators import StepBatch, action_key
+    c, spec, tok = trainer.cfg, trainer.spec, trainer.tok
+    settings = c.rollout_settings(trainer.max_steps, True)
+    rng = np.random.default_rng([seed, 1])
+    tasks = [g for g in goals for _ in range(c.group_size)]
+    seeds = np.repeat(rng.integers(0, 2**31 - 1, len(goals)), c.group_size).tolist()
+    groups = np.repeat(np.arange(len(goals)), c.group_size)
+    env, prompter = wrapped_env(trainer.make_env), make_prompter(c.env, trainer.prompt_settings)
+    t0 = time.perf_counter()
+    episodes = []
+    try:
+        for e, (task, s) in enumerate(zip(tasks, seeds)):
+            erng = np.random.default_rng(stream_seed(seed, "batch", e))
+            episodes.append(play_episode(env, policy, c.env, spec, erng, task, s, spec.expert_reset_options,
+                                         keep_states=True))
+    finally:
+        env.close()
+    play_s = time.perf_counter() - t0
+    ro, cols = Rollout(batch=None), {k: [] for k in ("env", "step", "reward", "valid", "anchor", "key", "logp")}
+    per_episode_prompts = []
+    for e, ep in enumerate(episodes):
+        prompter.reset(e, *ep["first"])
+        prompts = []
+        for t, ((obs, info), action) in enumerate(zip(ep["states"], ep["actions"])):
+            text = tok.apply_chat_template(prompter.messages(e, obs, info), tokenize=False,
+                                           add_generation_prompt=True)
+            prompts.append(torch.tensor(tok(text, add_special_tokens=False)["input_ids"]))
+            response = prompter.expert_response(action)
+            parsed, valid = parse_action(response, settings.require_think, trainer.spec.fallback_chars)
+            if parsed != action or not valid:
+                raise RuntimeError(f"the {c.env} prompter's answer form {response!r} parses to {parsed!r}, not "
+                                   f"{action!r}: the scripted rows would not be what a policy wrote")
+            resp_ids = torch.tensor(tok(response, add_special_tokens=False)["input_ids"])
+            prompter.record(e, obs, action)
+            cols["env"].append(e)
+            cols["step"].append(t)
+            cols["reward"].append(ep["rewards"][t])
+            cols["valid"].append(True)
+            cols["anchor"].append(info.get("anchor", obs))
+            cols["key"].append(action_key(response_text=response, response_ids=resp_ids.tolist(),
+                                          kind=settings.key_kind, projected_action=action))
+            cols["logp"].append(ep["logp"][t])
+            ro.response_ids.append(resp_ids)
+            ro.responses.append(response)
+            ro.actions.append(action)
+        per_episode_prompts.append(prompts)
+        ro.prompt_ids += prompts
+    t1 = time.perf_counter()
+    embs = embed_episodes(trainer.model, settings.hidden_layer, per_episode_prompts, c.progress)
+    embed_s = time.perf_counter() - t1
+    # rows in time-major order, as a collector records them (estimators do not depend on it)
+    order = np.lexsort((np.asarray(cols["env"]), np.asarray(cols["step"])))
+    env_idx = np.asarray(cols["env"], dtype=np.int64)[order]
+    obj = {}
+    for name in ("anchor", "key"):
+        obj[name] = np.empty(len(order), dtype=object)
+        obj[name][:] = [cols[name][i] for i in order]
+    ro.batch = StepBatch(group_id=groups[env_idx], traj_id=env_idx,
+                         step_idx=np.asarray(cols["step"], dtype=np.int64)[order],
+                         reward=np.asarray(cols["reward"], dtype=np.float64)[order],
+                         action_valid=np.ones(len(order), dtype=bool), anchor=obj["anchor"],
+                         action_key=obj["key"], embedding=np.concatenate(embs)[order],
+                         resp_len=np.array([len(ro.response_ids[i]) for i in order], dtype=np.int64),
+                         old_logp_sum=np.asarray(cols["logp"], dtype=np.float64)[order])
+    for name in ("prompt_ids", "response_ids", "responses", "actions"):
+        setattr(ro, name, [getattr(ro, name)[i] for i in order])
+    ro.env_index = env_idx
+    ro.success = np.array([ep["won"] for ep in episodes])
+    ro.score = ro.success.astype(float)
+    ro.episode_return = np.array([sum(ep["rewards"]) for ep in episodes])
+    ro.episode_length = np.array([len(ep["rewards"]) for ep in episodes])
+    ro.admissible = np.ones(len(order), dtype=bool)
+    saved = {"ro": ro, "tasks": tasks, "seeds": seeds, "goals": goals,
+             "stats": {"rollout_s": play_s, "embed_s": embed_s, "policy": policy.spec,
+                       "expert_timeouts": sum(ep["expert_timed_out"] for ep in episodes)}}
+    path.write_bytes(pickle.dumps(saved))
+    return saved
+
+
+def embed_episodes(model, layer: int, episodes: list, progress: bool = False) -> list[np.ndarray]:
+    """Per episode, the (T, H) unit-norm hidden states at ``layer`` (HF ``hidden_states`` index) of the last
+    token of each prompt (a list of 1-D token tensors): the vector a rollout's ``HiddenCapture`` records. An
+    episode's prompts mostly extend each other, so each forward runs only what a prompt adds to the longest
+    prefix it shares with the previous one (the cache cropped back to it)."""
+    import torch
+    from agents.capture import HiddenCapture
+    from agents.prefix import cache_kwarg, common_prefix_len, output_cache
+    from tqdm.auto import tqdm
+    capture, kwarg = HiddenCapture(model, layer), cache_kwarg(model)
+    dev = next(model.parameters()).device
+    out, was_training = [], model.training
+    model.eval()
+    try:
+        with torch.no_grad():
+            for prompts in tqdm(episodes, desc="embeddings", unit="episode", disable=not progress):
+                cache, prev, vecs = None, None, []
+                for p in prompts:
+                    shared = 0 if prev is None else min(common_prefix_len([p, prev]), len(p) - 1)
+                    if cache is not None and cache.get_seq_length() > shared:
+                        cache.crop(shared - cache.get_seq_length())     # keep the shared prefix's columns
+                    capture.arm()
+                    res = model(input_ids=p[shared:][None].to(dev), use_cache=True, **{kwarg: cache})
+                    cache, prev = output_cache(res), p
+                    vecs.append(torch.nn.functional.normalize(capture.value, dim=-1).cpu().numpy())
+                out.append(np.concatenate(vecs).astype(np.float32) if vecs else np.zeros((0, 0), np.float32))
+    finally:
+        capture.remove()
+        model.train(was_training)
+    return out
+
+
+# ------------------------------------------------------------------------------------- continuations
+_WORKER: dict = {}
+
+
+def _worker_init(make_env, env_name, spec, policy):
+    _WORKER.update(env=wrapped_env(make_env), env_name=env_name, spec=spec, policy=policy)
+
+
+def _worker_play(job):
+    task, seed, replay, t, stream = job
+    w = _WORKER
+    ep = play_episode(w["env"], w["policy"], w["env_name"], w["spec"], np.random.default_rng(stream), task,
+                      seed, w["spec"].expert_reset_options, replay=replay)
+    return ep["rewards"], ep["valid"], ep["won"]
+
+
+class ScriptedPlay:
+    """``play(jobs, chunk_seed)`` for ``mc_truth.run_continuations``: one scripted continuation per job
+    ``(task, seed, replay, t)``, job i of a chunk on the stream ``stream_seed(seed, "continuations",
+    chunk_seed, i)``, spread over ``workers`` processes (1: in this process)."""
+
+    def __init__(self, trainer, policy: ScriptedPolicy, seed: int, workers: int = 1, chunk: int = 64):
+        self.seed, self.chunk, self.workers, self.checked = seed, chunk, max(1, int(workers)), 0
+        init = (trainer.make_env, trainer.cfg.env, trainer.spec, policy)
+        if self.workers > 1:
+            self.pool = ProcessPoolExecutor(self.workers, mp_context=mp.get_context("fork"),
+                                            initializer=_worker_init, initargs=init)
+        else:
+            self.pool = None
+            _worker_init(*init)
+
+    def __call__(self, jobs, chunk_seed):
+        work = [(*job, stream_seed(self.seed, "continuations", chunk_seed, i)) for i, job in enumerate(jobs)]
+        if self.pool is None:
+            return [_worker_play(w) for w in work]
+        return list(self.pool.map(_worker_play, work))  # one job at a time: ALFWorld's vary from ms to seconds
+
+    def close(self):
+        if self.pool is not None:
+            self.pool.shutdown()
+        elif "env" in _WORKER:
+            _WORKER.pop("env").close()

@@ -1,0 +1,71 @@
+"""The credit leaderboard: run folders side by side, rank agreement, the doc block it fills."""
+import csv
+
+import pytest
+
+from benchmarks.credit import leaderboard
+
+
+def write_run(folder, scores: dict, pairs: dict):
+    """scores: estimator -> Pearson r; pairs: pair -> (diff, lo, hi, beyond)."""
+    folder.mkdir(parents=True)
+    with open(folder / "scores.csv", "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["normalisation", "estimator", "metric", "value", "lo", "hi"])
+        for name, r in scores.items():
+            w.writerow(["own", name, "pearson", 0.0, 0.0, 0.0])   # other normalisation: must be ignored
+            w.writerow(["common", name, "pearson", r, r - 0.05, r + 0.05])
+            w.writerow(["common", name, "expert_spearman", "", "", ""])
+    with open(folder / "pairs.csv", "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["normalisation", "pair", "metric", "diff", "lo", "hi", "beyond_interval", "better"])
+        for pair, (d, lo, hi, beyond) in pairs.items():
+            w.writerow(["common", pair, "pearson", d, lo, hi, beyond, ""])
+    return folder
+
+
+def test_tables_columns_order_bold_and_rank_agreement(tmp_path):
+    a = write_run(tmp_path / "env-a", {"gigpo": 0.3, "pace": 0.5, "grpo": 0.1},
+                  {"pace - gigpo": (0.2, 0.1, 0.3, True), "grpo - gigpo": (-0.2, -0.5, 0.1, False)})
+    b = write_run(tmp_path / "b", {"gigpo": 0.2, "pace": 0.4, "grpo": 0.0, "hcapo": 0.9},
+                  {"pace - gigpo": (0.2, -0.1, 0.5, False)})
+    text = leaderboard.main([str(a), f"policy-b={b}"])
+    lines = text.splitlines()
+    assert "| estimator | env-a | policy-b |" in lines
+    rows = [ln.split(" |")[0].strip("| ") for ln in lines if ln.startswith("| ") and "[" in ln]
+    # scored everywhere first, by mean Pearson r; hcapo (one column only) after them
+    assert rows[:4] == ["pace", "gigpo", "grpo", "hcapo"]
+    assert "| pace - gigpo | **+0.200 [+0.100, +0.300]** | +0.200 [-0.100, +0.500] |" in lines
+    assert "| grpo - gigpo | -0.200 [-0.500, +0.100] | n/a |" in lines
+    assert "| hcapo | n/a | 0.900 [0.850, 0.950] |" in lines
+    assert "- env-a vs policy-b: Kendall tau +1.00 over 3 estimators" in lines
+    assert "ρ with expert A" not in text          # no column scored it: no table
+
+
+def test_rank_agreement_reversed(tmp_path):
+    a = write_run(tmp_path / "a", {"x": 0.1, "y": 0.2, "z": 0.3}, {})
+    b = write_run(tmp_path / "b", {"x": 0.3, "y": 0.2, "z": 0.1}, {})
+    lines = leaderboard.rank_agreement([leaderboard.read_column(str(a)), leaderboard.read_column(str(b))])
+    assert lines == ["- a vs b: Kendall tau -1.00 over 3 estimators"]
+
+
+def test_doc_block_is_filled_and_missing_markers_refused(tmp_path):
+    run = write_run(tmp_path / "run", {"gigpo": 0.3, "pace": 0.5}, {})
+    doc = tmp_path / "doc.md"
+    doc.write_text(f"intro\n{leaderboard.START}\nSTALE\n{leaderboard.END}\nafter\n")
+    leaderboard.main([str(run), "--doc", str(doc)])
+    body = doc.read_text()
+    assert body.startswith("intro\n") and body.endswith("after\n") and "STALE" not in body
+    assert "| pace | 0.500 [0.450, 0.550] |" in body
+    bare = tmp_path / "bare.md"
+    bare.write_text("nothing here\n")
+    with pytest.raises(SystemExit):
+        leaderboard.main([str(run), "--doc", str(bare)])
+    with pytest.raises(ValueError, match="leaderboard:start"):
+        leaderboard.update_doc(bare, "x")
+
+
+def test_folder_without_report_is_named(tmp_path, capsys):
+    with pytest.raises(SystemExit):
+        leaderboard.main([str(tmp_path / "nope")])
+    assert "nope: no scores.csv or pairs.csv" in capsys.readouterr().err
