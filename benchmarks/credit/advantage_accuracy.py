@@ -299,35 +299,6 @@ KEPT = ("screen.json", "screen.chunks.jsonl", "goals.json", "batch.pkl", "contin
         "expert_values.json")
 
 
-def leading_goals(saved: dict, goals: list, k: int, out: Path) -> tuple[dict, list]:
-    """``saved`` cut to its leading goals whose states all have ``k`` continuations in ``out``."""
-    from benchmarks.credit.mc_truth import ContinuationStore, episodes_of, finished_goal_count, plan_starts
-    ro, tasks = saved["ro"], saved["tasks"]
-    per_goal = len(tasks) // len(goals)
-    plan = plan_starts(episodes_of(ro, tasks, saved["seeds"]))
-    n = finished_goal_count(plan, ContinuationStore(out / "continuations.jsonl"), k,
-                            np.arange(len(tasks)) // per_goal)
-    if n < 2:
-        raise ValueError(f"--finished-goals: {n} goal(s) of {len(goals)} have K={k} continuations from every "
-                         "state; intervals over goals need 2 or more: run without it to play more")
-    keep = np.flatnonzero(ro.env_index < n * per_goal)   # episodes are goal-major: a prefix of them
-    b = ro.batch
-    rows = {f.name: (v[keep] if isinstance(v, np.ndarray) and v.shape[:1] == (len(b),) else v)
-            for f in dataclasses.fields(b) if f.init and (v := getattr(b, f.name)) is not None}
-    cut = dataclasses.replace(ro, batch=type(b)(**rows))
-    for name in ("prompt_ids", "response_ids", "old_logprobs", "prefix_keys", "responses", "actions"):
-        if getattr(ro, name):
-            setattr(cut, name, [getattr(ro, name)[i] for i in keep])
-    for name in ("env_index", "admissible"):
-        if getattr(ro, name) is not None:
-            setattr(cut, name, getattr(ro, name)[keep])
-    for name in ("success", "score", "episode_return", "episode_length", "renamed"):
-        if getattr(ro, name) is not None:
-            setattr(cut, name, getattr(ro, name)[:n * per_goal])
-    return ({**saved, "ro": cut, "tasks": tasks[:n * per_goal], "seeds": saved["seeds"][:n * per_goal],
-             "goals": saved["goals"][:n]}, goals[:n])
-
-
 def manifest_settings(args, cfg, policy: str) -> dict:
     """Every setting that shapes the kept files (the estimators and the report do not: they are recomputed
     on every call)."""
@@ -404,7 +375,8 @@ def run_batch(args, out: Path) -> dict:
     if saved["stats"].get("expert_timeouts"):
         note += f"; {saved['stats']['expert_timeouts']} batch episode(s) passed the expert's planner timeout"
     if args.finished_goals:
-        saved, goals = leading_goals(saved, goals, args.samples, out)
+        from benchmarks.credit.mc_truth import leading_goals
+        saved, goals = leading_goals(saved, goals, args.samples, out / "continuations.jsonl")
         note += (f"; scored on the first {len(goals)} goals, whose states all have K continuations "
                  "(--finished-goals: the run was stopped before the rest)")
         ro = saved["ro"]

@@ -116,8 +116,12 @@ def scripted_run(tmp_path_factory):
     out = tmp_path_factory.mktemp("aa") / "scripted"
     argv = ARGS + ["--policy", "scripted:0.6", "--out", str(out), "--workers", "1",
                    "--estimator", "benchmarks.credit.example_estimator:step_mean_baseline"]
+    from estimators.registry import REGISTRY
+    before = set(REGISTRY)
     assert aa.main(argv) == 0
-    return out
+    yield out
+    for name in set(REGISTRY) - before:       # the user estimator it loaded: not a registered one for others
+        del REGISTRY[name]
 
 
 def test_a_scripted_run_scores_every_estimator_and_a_users_own(scripted_run):
