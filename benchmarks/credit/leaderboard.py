@@ -1,9 +1,9 @@
 """The credit leaderboard: several finished ``advantage_accuracy`` runs (one env x policy cell each) side by
 side, one table per metric (estimators x cells) and one of paired differences against GiGPO per metric.
 
-    python -m benchmarks.credit.leaderboard textcraft-smollm2=docs/results/advantage-accuracy/aa_tc_2plus_pooled \\
-        docs/results/advantage-accuracy/textcraft-eps0.5 ... --out docs/results/advantage-accuracy/leaderboard.md \\
-        --doc docs/advantage-accuracy.md
+    R=docs/results/advantage-accuracy
+    python -m benchmarks.credit.leaderboard textcraft-smollm2=$R/aa_tc_2plus_pooled $R/textcraft-eps0.5 ... \\
+        --out $R/leaderboard.md --doc docs/advantage-accuracy.md
 
 Each argument is a run folder (``--out`` of the benchmark or of its ``--pool``), optionally ``LABEL=FOLDER``
 (default label: the folder's name). Figures are at one normalisation (mean_norm, the report's "common"
@@ -58,7 +58,8 @@ def read_column(spec: str) -> Column:
                 pairs[r["pair"], r["metric"]] = (_float(r["diff"]), _float(r["lo"]), _float(r["hi"]),
                                                  r["beyond_interval"] == "True")
     if not scores:
-        raise ValueError(f"{folder}/scores.csv holds no common-normalisation scores; rerun the benchmark there")
+        raise ValueError(f"{folder}/scores.csv holds no common-normalisation scores; rerun the benchmark "
+                         "there")
     return Column(label, scores, pairs)
 
 
@@ -88,7 +89,8 @@ def rank_agreement(cols: list[Column], metric: str = "pearson") -> list[str]:
         for b in cols[i + 1:]:
             names = sorted(n for (n, m) in a.scores if m == metric and (n, m) in b.scores
                            and math.isfinite(a.scores[n, m][0]) and math.isfinite(b.scores[n, m][0]))
-            tau = kendall_tau([a.scores[n, metric][0] for n in names], [b.scores[n, metric][0] for n in names])
+            tau = kendall_tau([a.scores[n, metric][0] for n in names],
+                              [b.scores[n, metric][0] for n in names])
             lines.append(f"- {a.label} vs {b.label}: Kendall tau {tau:+.2f} over {len(names)} estimators")
     return lines
 
@@ -100,28 +102,34 @@ def tables(cols: list[Column]) -> str:
     estimators = sorted({n for c in cols for (n, _) in c.scores})
     out = []
     for metric in METRICS:
-        if not any(math.isfinite(c.scores.get((n, metric), (math.nan,))[0]) for c in cols for n in estimators):
+        def value(c, n):
+            return c.scores.get((n, metric), (math.nan,))[0]
+
+        if not any(math.isfinite(value(c, n)) for c in cols for n in estimators):
             continue        # a metric no column scored (e.g. the expert's ρ on scripted policies)
         sign = -1 if HIGHER_BETTER[metric] else 1
 
         def rank_key(n):
-            vals = [c.scores[n, metric][0] for c in cols if math.isfinite(c.scores.get((n, metric), (math.nan,))[0])]
+            vals = [value(c, n) for c in cols if math.isfinite(value(c, n))]
             # estimators scored on every column first, then those some columns could not score
             return (len(cols) - len(vals), sign * sum(vals) / len(vals) if vals else math.inf)
 
         head = "| estimator | " + " | ".join(c.label for c in cols) + " |\n" + "|---" * (len(cols) + 1) + "|"
-        out.append(f"#### {LABELS[metric]} ({'higher' if HIGHER_BETTER[metric] else 'lower'} is better)\n\n{head}")
+        better = "higher" if HIGHER_BETTER[metric] else "lower"
+        out.append(f"#### {LABELS[metric]} ({better} is better)\n\n{head}")
         out += [f"| {n} | " + " | ".join(_value(c.scores.get((n, metric))) for c in cols) + " |"
                 for n in sorted(estimators, key=rank_key)]
         if metric == "pearson":
             out += ["", "Rank agreement of the columns (estimators ordered by Pearson r):", ""]
             out += rank_agreement(cols, metric)
-        pairs = sorted({p for c in cols for (p, m) in c.pairs if m == metric and p.endswith(f" - {BASELINE}")})
-        out += ["", f"{LABELS[metric]}, paired difference against {BASELINE} (same goals; **bold**: the interval "
-                "excludes 0):", "", head.replace("| estimator |", "| pair |")]
+        pairs = sorted({p for c in cols for (p, m) in c.pairs
+                        if m == metric and p.endswith(f" - {BASELINE}")})
+        out += ["", f"{LABELS[metric]}, paired difference against {BASELINE} (same goals; **bold**: the "
+                "interval excludes 0):", "", head.replace("| estimator |", "| pair |")]
         out += [f"| {p} | " + " | ".join(_diff(c.pairs.get((p, metric))) for c in cols) + " |" for p in pairs]
         ingredients = [p for p in ("bipace - pace",) if any((p, metric) in c.pairs for c in cols)]
-        out += [f"| {p} | " + " | ".join(_diff(c.pairs.get((p, metric))) for c in cols) + " |" for p in ingredients]
+        out += [f"| {p} | " + " | ".join(_diff(c.pairs.get((p, metric))) for c in cols) + " |"
+                for p in ingredients]
         out.append("")
     return "\n".join(out)
 
@@ -138,7 +146,8 @@ def update_doc(doc: Path, text: str) -> None:
 
 def main(argv=None) -> str:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("runs", nargs="+", metavar="[LABEL=]FOLDER", help="finished advantage_accuracy run folders")
+    p.add_argument("runs", nargs="+", metavar="[LABEL=]FOLDER",
+                   help="finished advantage_accuracy run folders")
     p.add_argument("--out", type=Path, help="write the tables to this markdown file")
     p.add_argument("--doc", type=Path, help="fill this file's leaderboard block with the tables")
     args = p.parse_args(argv)

@@ -140,8 +140,9 @@ def play_episode(env, policy: ScriptedPolicy, env_name: str, spec, rng, task, se
     out = {"rewards": [], "valid": [], "actions": [], "logp": [], "states": [], "won": False,
            "first": first, "history": history}
     for t in range(t0, 10 ** 6):
-        where = f"for task {task!r} (env seed {seed}) at step {t}" + (f" (after a replayed prefix of {t0})"
-                                                                     if t0 else "")
+        where = f"for task {task!r} (env seed {seed}) at step {t}"
+        if t0:
+            where += f" (after a replayed prefix of {t0})"
         action, logp = policy.choose(env, info, rng, env_name, spec.expert, where)
         if keep_states:
             out["states"].append((obs, info))
@@ -183,7 +184,8 @@ def screen_scripted(trainer, policy: ScriptedPolicy, tasks: list, repeats: int, 
     if won in (0.0, 1.0):
         hint = (f"lower eps, e.g. scripted:{policy.eps / 2:g}" if won == 0 else
                 f"raise eps, e.g. scripted:{min(1.0, max(2 * policy.eps, policy.eps + 0.2)):g}")
-        raise ValueError(f"the scripted policy {policy.spec} {'won nothing' if won == 0 else 'won everything'} "
+        outcome = "won nothing" if won == 0 else "won everything"
+        raise ValueError(f"the scripted policy {policy.spec} {outcome} "
                          f"in the screen ({len(tasks)} goals x {repeats}): every advantage would be "
                          f"{'zero' if won == 0 else 'about zero'}; {hint}")
     result = {"eval_success": won, "by_task": by_task, "expert_timeouts": timeouts}
@@ -220,7 +222,8 @@ def record_scripted_batch(trainer, policy: ScriptedPolicy, goals: list, seed: in
     finally:
         env.close()
     play_s = time.perf_counter() - t0
-    ro, cols = Rollout(batch=None), {k: [] for k in ("env", "step", "reward", "valid", "anchor", "key", "logp")}
+    ro = Rollout(batch=None)
+    cols = {k: [] for k in ("env", "step", "reward", "valid", "anchor", "key", "logp")}
     per_episode_prompts = []
     for e, ep in enumerate(episodes):
         prompter.reset(e, *ep["first"])
@@ -232,7 +235,8 @@ def record_scripted_batch(trainer, policy: ScriptedPolicy, goals: list, seed: in
             response = prompter.expert_response(action)
             parsed, valid = parse_action(response, settings.require_think, trainer.spec.fallback_chars)
             if parsed != action or not valid:
-                raise RuntimeError(f"the {c.env} prompter's answer form {response!r} parses to {parsed!r}, not "
+                raise RuntimeError(f"the {c.env} prompter's answer form {response!r} parses to {parsed!r}, "
+                                   "not "
                                    f"{action!r}: the scripted rows would not be what a policy wrote")
             resp_ids = torch.tensor(tok(response, add_special_tokens=False)["input_ids"])
             prompter.record(e, obs, action)
@@ -348,7 +352,8 @@ class ScriptedPlay:
         work = [(*job, stream_seed(self.seed, "continuations", chunk_seed, i)) for i, job in enumerate(jobs)]
         if self.pool is None:
             return [_worker_play(w) for w in work]
-        return list(self.pool.map(_worker_play, work))  # one job at a time: ALFWorld's vary from ms to seconds
+        # one job at a time: ALFWorld's take from milliseconds to seconds
+        return list(self.pool.map(_worker_play, work))
 
     def close(self):
         if self.pool is not None:

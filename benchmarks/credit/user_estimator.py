@@ -5,7 +5,8 @@
     def my_adv(batch, options):                  # batch: StepBatch, options: EstimatorOptions
         return np.zeros(len(batch))              # one advantage per step row
     my_adv.needs = ("anchor",)                   # optional: StepBatch fields it reads
-    # python -m benchmarks.credit.advantage_accuracy --cell webshop-eps0.3 --out runs/ws --estimator my_est:my_adv
+    # python -m benchmarks.credit.advantage_accuracy --cell webshop-eps0.3 --out runs/ws \
+    #     --estimator my_est:my_adv
 
 Contract (the same as every built-in estimator's, see ``estimators.registry``):
 ``fn(batch: StepBatch, options: EstimatorOptions) -> array of shape (N,)``, N = len(batch), one finite

@@ -12,7 +12,8 @@ import benchmarks.credit.advantage_accuracy as aa
 from benchmarks.credit.scripted import (ExpertCannotAct, ScriptedPolicy, fill_webshop_search, parse_policy,
                                         play_episode)
 
-INFO = {"admissible_actions": ["go north", "go south", "take key", "go north"], "instruction": "i want red shoes"}
+INFO = {"admissible_actions": ["go north", "go south", "take key", "go north"],
+        "instruction": "i want red shoes"}
 
 
 def test_a_policy_spec_is_scripted_eps_or_a_model(tmp_path):
@@ -163,7 +164,8 @@ def test_a_policy_that_wins_everything_or_nothing_is_refused_with_an_eps_to_try(
     err = capsys.readouterr().err
     assert "won everything" in err and "raise eps, e.g. scripted:0.2" in err
     short = [a if a != "max_steps=6" else "max_steps=1" for a in ARGS]
-    assert aa.main(short + ["--policy", "scripted:1", "--out", str(tmp_path / "b"), "--ingredients", "2+"]) == 2
+    argv = short + ["--policy", "scripted:1", "--out", str(tmp_path / "b"), "--ingredients", "2+"]
+    assert aa.main(argv) == 2
     err = capsys.readouterr().err
     assert "won nothing" in err and "lower eps, e.g. scripted:0.5" in err
     assert aa.main(ARGS + ["--policy", "scripted:2", "--out", str(tmp_path / "c")]) == 2
@@ -225,7 +227,8 @@ def test_cells_fill_their_splits_and_the_screen_plays_the_training_envs():
 def test_past_the_planner_timeout_the_choice_is_uniform_and_logged_so():
     info = {"admissible_actions": ["go to a", "go to b", "look", "go to b"], "expert_timed_out": True}
     rng = np.random.default_rng(0)
-    picks = [ScriptedPolicy(0.1).choose(None, info, rng, "alfworld", lambda env: [], "here") for _ in range(400)]
+    policy = ScriptedPolicy(0.1)
+    picks = [policy.choose(None, info, rng, "alfworld", lambda env: [], "here") for _ in range(400)]
     counts = {a: sum(p == a for p, _ in picks) for a in ("go to a", "go to b", "look")}
     assert 60 < counts["go to a"] < 140 and 150 < counts["go to b"] < 250
     assert {a: round(math.exp(lp), 6) for a, lp in picks} == {"go to a": 0.25, "go to b": 0.5, "look": 0.25}
@@ -260,7 +263,8 @@ def test_finished_goals_scores_the_leading_goals_a_stopped_run_completed(scripte
     assert "scored on the first 2 goals" in (out / "summary.md").read_text()
     with open(out / "rows.csv") as f:
         scored = list(csv.DictReader(f))
-    assert len(scored) == int(np.sum(saved["ro"].env_index < 2 * per_goal)) and len(scored) < len(saved["ro"].batch)
+    assert len(scored) == int(np.sum(saved["ro"].env_index < 2 * per_goal))
+    assert len(scored) < len(saved["ro"].batch)
     assert (out / "continuations.jsonl").read_text().count("\n") == len(lines) - 1     # nothing was played
     out = stopped_run("one", 1)
     assert aa.main(argv[:argv.index("--out") + 1] + [str(out)] + argv[argv.index("--out") + 2:]) == 2

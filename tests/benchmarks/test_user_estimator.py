@@ -218,12 +218,13 @@ def test_the_example_estimator(monkeypatch):
 
 
 def test_the_readme_example_loads_by_its_spec_and_scores(tmp_path, monkeypatch):
-    """The README's ``my_est.py`` block and its ``--estimator my_est:discounted_return`` command, as written."""
+    """The README's ``my_est.py`` block and its ``--estimator my_est:...`` command, as written."""
     import re
     import shlex
     from tests.conftest import REPO_ROOT
     readme = (REPO_ROOT / "README.md").read_text()
-    block = next(b for b in re.findall(r"```python\n(.+?)\n```", readme, flags=re.S) if b.startswith("# my_est.py"))
+    blocks = re.findall(r"```python\n(.+?)\n```", readme, flags=re.S)
+    block = next(b for b in blocks if b.startswith("# my_est.py"))
     command = next(ln for ln in readme.splitlines() if "--estimator my_est:" in ln)
     spec = shlex.split(command)[shlex.split(command).index("--estimator") + 1]
     from benchmarks.credit.advantage_accuracy import build_parser
