@@ -13,9 +13,11 @@ import dataclasses
 import numpy as np
 
 
-# the Rollout fields with one entry per step row and per env
-PER_ROW = ("prompt_ids", "response_ids", "old_logprobs", "responses", "actions")
-PER_ENV = ("success", "episode_return", "episode_length", "renamed")
+# the Rollout fields with one entry per step row and per env (a list left empty by its producer, such as
+# a scripted batch's old_logprobs, stays empty)
+PER_ROW = ("prompt_ids", "response_ids", "old_logprobs", "prefix_keys", "responses", "actions")
+PER_ROW_ARRAYS = ("admissible",)
+PER_ENV = ("success", "score", "episode_return", "episode_length", "renamed")
 
 
 def informative_groups(env_group: np.ndarray, outcome: np.ndarray, tol: float = 1e-9) -> np.ndarray:
@@ -53,7 +55,8 @@ def select_envs(ro, keep_env: np.ndarray):
     b = ro.batch
     batch = dataclasses.replace(b, **{k: getattr(b, k)[rows] for k in _batch_fields(b)
                                       if getattr(b, k) is not None})
-    per_row = {k: [getattr(ro, k)[r] for r in rows] for k in PER_ROW}
+    per_row = {k: [getattr(ro, k)[r] for r in rows] for k in PER_ROW if getattr(ro, k)}
+    per_row.update({k: getattr(ro, k)[rows] for k in PER_ROW_ARRAYS if getattr(ro, k) is not None})
     per_env = {k: getattr(ro, k)[keep_env] for k in PER_ENV if getattr(ro, k) is not None}
     return dataclasses.replace(ro, batch=batch, env_index=new_index[ro.env_index[rows]], **per_row, **per_env)
 
@@ -69,7 +72,10 @@ def concat_rollouts(parts: list):
         values = [getattr(p.batch, k) for p in parts]
         batch_kw[k] = None if any(v is None for v in values) else np.concatenate(values)
     offsets = np.cumsum([0] + [len(p.success) for p in parts[:-1]])
-    per_row = {k: [x for p in parts for x in getattr(p, k)] for k in PER_ROW}
+    per_row = {k: [x for p in parts for x in getattr(p, k)] for k in PER_ROW
+               if all(getattr(p, k) for p in parts)}
+    per_row.update({k: np.concatenate([getattr(p, k) for p in parts]) for k in PER_ROW_ARRAYS
+                    if all(getattr(p, k) is not None for p in parts)})
     per_env = {k: np.concatenate([getattr(p, k) for p in parts]) for k in PER_ENV
                if all(getattr(p, k) is not None for p in parts)}
     return dataclasses.replace(

@@ -25,7 +25,6 @@ return a continuation reached; the reliability, the |A| > 2 SE sign set and the 
 """
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import json
 from dataclasses import dataclass
@@ -34,6 +33,7 @@ from typing import Callable
 
 import numpy as np
 
+from agents.dynamic_sampling import select_envs
 from agents.replay import Replay, anchor_hash
 
 
@@ -287,19 +287,6 @@ def leading_goals(saved: dict, goals: list, k: int, store_path: Path) -> tuple[d
     if n < 2:
         raise ValueError(f"--finished-goals: {n} goal(s) of {len(goals)} have K={k} continuations from every "
                          "state; intervals over goals need 2 or more: run without it to play more")
-    keep = np.flatnonzero(ro.env_index < n * per_goal)   # episodes are goal-major: a prefix of them
-    b = ro.batch
-    rows = {f.name: (v[keep] if isinstance(v, np.ndarray) and v.shape[:1] == (len(b),) else v)
-            for f in dataclasses.fields(b) if f.init and (v := getattr(b, f.name)) is not None}
-    cut = dataclasses.replace(ro, batch=type(b)(**rows))
-    for name in ("prompt_ids", "response_ids", "old_logprobs", "prefix_keys", "responses", "actions"):
-        if getattr(ro, name):
-            setattr(cut, name, [getattr(ro, name)[i] for i in keep])
-    for name in ("env_index", "admissible"):
-        if getattr(ro, name) is not None:
-            setattr(cut, name, getattr(ro, name)[keep])
-    for name in ("success", "score", "episode_return", "episode_length", "renamed"):
-        if getattr(ro, name) is not None:
-            setattr(cut, name, getattr(ro, name)[:n * per_goal])
+    cut = select_envs(ro, np.arange(len(ro.success)) < n * per_goal)  # episodes are goal-major: a prefix
     return ({**saved, "ro": cut, "tasks": tasks[:n * per_goal], "seeds": saved["seeds"][:n * per_goal],
              "goals": saved["goals"][:n]}, goals[:n])

@@ -109,7 +109,9 @@ def fake_rollout(groups, returns, steps=2):
     return Rollout(batch=batch, prompt_ids=[[int(env[r]), r % steps] for r in rows],
                    response_ids=[[1]] * len(env), old_logprobs=[None] * len(env),
                    responses=[""] * len(env), actions=[""] * len(env), env_index=env,
-                   success=np.asarray(returns) > 0, episode_return=np.asarray(returns, float),
+                   prefix_keys=[f"task{g}" for g in np.asarray(groups)[env]], admissible=env % 2 == 0,
+                   success=np.asarray(returns) > 0, score=np.asarray(returns, float) / 10,
+                   episode_return=np.asarray(returns, float),
                    episode_length=np.full(n, steps), renamed=np.zeros(n, bool), gen_seconds=1.0,
                    env_seconds=2.0)
 
@@ -125,11 +127,16 @@ def test_select_and_concat_keep_rows_aligned():
     assert sel.env_index.tolist() == [0, 0, 1, 1]
     assert [p[0] for p in sel.prompt_ids] == [1, 1, 2, 2] and sel.episode_return.tolist() == [0.0, 0.0]
     assert sel.batch.group_id.tolist() == [0, 0, 1, 1] and len(sel.batch) == 4
+    # every per-row and per-env field follows the kept rows (prefix keys: else prefix sharing turns off)
+    assert sel.prefix_keys == ["task0", "task0", "task1", "task1"]
+    assert sel.admissible.tolist() == [False, False, True, True] and sel.score.tolist() == [0.0, 0.0]
     other = fake_rollout([7, 7], [1, 0])
     both = concat_rollouts([sel, other])
     assert both.env_index.tolist() == [0, 0, 1, 1, 2, 2, 3, 3] and len(both.success) == 4
     assert both.batch.group_id.tolist() == [0, 0, 1, 1, 7, 7, 7, 7] and both.gen_seconds == 2.0
     assert [p[0] for p in both.prompt_ids] == [1, 1, 2, 2, 0, 0, 1, 1]
+    assert both.prefix_keys == ["task0", "task0", "task1", "task1"] + ["task7"] * 4
+    assert len(both.admissible) == 8 and both.score.tolist() == [0.0, 0.0, 0.1, 0.0]
 
 
 def test_dynamic_sampling_refills_and_trims():
