@@ -72,17 +72,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--overwrite", action="store_true", help="empty --out first")
     p.add_argument("--cell", choices=sorted(CELLS),
                    help="a named env x policy cell of the leaderboard (benchmarks/credit/cells.py): its "
-                        "preset, "
-                        "policy, size and goal filter, for each of those flags left out")
+                        "preset, policy, size and goal filter, for each of those flags left out")
     p.add_argument("--preset", help="the RL settings (agents/presets.py; default textcraft-table)")
     p.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
                    help="any TrainConfig field (repeatable)")
-    p.add_argument("--policy", help="scripted:EPS (the env's expert, a uniformly random admissible action "
-                                    "with "
-                                    "probability EPS; no model calls, the preset's model only embeds the "
-                                    "prompts), or a model name or saved policy folder (as --model takes); "
-                                    "default: the TextCraft table's warm start in --warm-start, built if "
-                                    "missing")
+    p.add_argument("--policy", help="scripted:EPS (the env's expert, a uniformly random admissible "
+                                    "action with probability EPS; no model calls, the preset's model only "
+                                    "embeds the prompts), or a model name or saved policy folder (as --model "
+                                    "takes); default: the TextCraft table's warm start in --warm-start, "
+                                    "built if missing")
     p.add_argument("--warm-start", default="runs/textcraft_warm_start",
                    help="where the default policy is kept (shared by runs)")
     p.add_argument("--ingredients", choices=["", "1", "2+"],
@@ -111,15 +109,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--estimators", nargs="+", help="default: every registered estimator")
     p.add_argument("--estimator", action="append", default=[], metavar="MODULE:FUNCTION",
                    help="also score your own estimator, fn(batch: StepBatch, options: EstimatorOptions) -> "
-                        "(N,) "
-                        "advantages, importable from the current directory (repeatable; "
+                        "(N,) advantages, importable from the current directory (repeatable; "
                         "benchmarks/credit/user_estimator.py)")
     p.add_argument("--workers", type=int, default=2,
                    help="processes that play a scripted policy's continuations")
     p.add_argument("--finished-goals", action="store_true",
                    help="play no continuations: score only the batch's leading goals whose every state "
-                        "already "
-                        "has K of them (a run stopped for time; the goal order is fixed before any outcome)")
+                        "already has K of them (a run stopped for time; the goal order is fixed before "
+                        "any outcome)")
     p.add_argument("--no-progress", action="store_true")
     return p
 
@@ -399,8 +396,7 @@ def run_batch(args, out: Path) -> dict:
     reliable = 1 - float(np.mean(truth.se ** 2) / max(np.var(truth.adv), 1e-12))
     splits = "+".join(args.splits or [cfg.train_split])
     who = (f"scripted policy (the expert, eps {args.scripted.eps:g} random; {Path(cfg.model).name} embeds "
-           "the "
-           "prompts)" if args.scripted else f"policy {Path(policy).name}, T={cfg.temperature}")
+           "the prompts)" if args.scripted else f"policy {Path(policy).name}, T={cfg.temperature}")
     goals_of = (f"{args.ingredients or 'any'} ingredient goals of {splits}" if cfg.env == "textcraft"
                 else f"goals of {splits}")
     setting = (f"{cfg.env} ({goals_of}), {who}: {len(goals)} goals x G={cfg.group_size} "

@@ -236,8 +236,7 @@ def record_scripted_batch(trainer, policy: ScriptedPolicy, goals: list, seed: in
             parsed, valid = parse_action(response, settings.require_think, trainer.spec.fallback_chars)
             if parsed != action or not valid:
                 raise RuntimeError(f"the {c.env} prompter's answer form {response!r} parses to {parsed!r}, "
-                                   "not "
-                                   f"{action!r}: the scripted rows would not be what a policy wrote")
+                                   f"not {action!r}: the scripted rows would not be what a policy wrote")
             resp_ids = torch.tensor(tok(response, add_special_tokens=False)["input_ids"])
             prompter.record(e, obs, action)
             cols["env"].append(e)
