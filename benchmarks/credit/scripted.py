@@ -20,17 +20,21 @@ WebShop's ``search[...]`` counts as one choice, filled with a random subset of t
 The hindsight log-probs of HCAPO/RELACE need a model's view of the whole episode, so those two are not
 scored on scripted batches (the report says why).
 
-ALFWorld's expert falls back to Fast Downward where its handcoded script fails, and one search took 387 s
-on a real game; the ALFWorld cells therefore set the env's ``planner_timeout``, and past it the episode's
-remaining choices are uniform over the admissible actions (logged as such). That makes the policy depend on
-the machine's speed only in states whose plan takes longer than the timeout; the screen and the batch count
-the episodes that reached one (``expert_timeouts`` in screen.json and the summary).
+ALFWorld's expert is alfworld's handcoded one; it tracks the random turns too, and only where its script
+fails (about a third of pick_two games) does it fall back to Fast Downward, whose searches after each random
+turn take seconds (one took 387 s on a real game). Its budget counts only the steps that took its own
+suggestion (``bipace_envs/alfworld/expert.py``), so random turns do not hand long episodes to the planner.
+The ALFWorld cells also set the env's ``planner_timeout``; past it the episode's remaining choices are
+uniform over the admissible actions (logged as such). That makes the policy depend on the machine's speed
+only in states whose plan takes longer than the timeout; the screen and the batch count the episodes that
+reached one (``expert_timeouts`` in screen.json and the summary).
 
 Env state is reached by replay (``agents.replay``), not restored: ALFWorld's engine state holds Fast
 Downward's ctypes pointers (``copy.deepcopy`` refuses them), and TextCraft/WebShop replay in milliseconds.
-ALFWorld's cost is its engine step; continuations therefore run in ``workers`` processes, each job on its
-own random stream (``stream_seed(seed, "continuations", chunk, i)``), so results do not depend on how
-many workers play them.
+ALFWorld's engine keeps every command text it derived, so a replayed step costs about half a new one
+(``python -m benchmarks.speed.alfworld_step``). Continuations run in ``workers`` processes, each job on its
+own random stream (``stream_seed(seed, "continuations", chunk, i)``), so results do not depend on how many
+workers play them.
 """
 from __future__ import annotations
 

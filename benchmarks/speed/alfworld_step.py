@@ -1,15 +1,16 @@
-"""What does one ALFWorld step cost, with and without the engine's textgen memo?
+"""What does one ALFWorld step cost, with and without the engine's memos (textgen parses, command texts)?
 
     python -m benchmarks.speed.alfworld_step --episodes 6 --eps 0.2 --seed 0
 
 Plays ``--episodes`` generated train games (task types in turn; generated into the usual cache on
 first use) with an eps-random expert: the expert's action with probability 1 - eps, else a uniformly
-random admissible one. Each episode is played twice, in two envs of their own: with TextWorld's
-textgen memo off and on (``bipace_envs.alfworld.engine.textgen_memo``), interleaved per episode and
-alternating which goes first, with the same seed, so both play the same actions. Times ``env.step``
-only (the game's loading and reset are not counted; the expert's next action, which the env computes
-inside ``step``, is, in both modes), and prints ms per step off and on, their ratio, and whether the
-two played the same texts.
+random admissible one. Each episode is played in three envs of their own, with the same seed, so all play
+the same actions: ``off`` (no memo), ``textgen`` (TextWorld's textgen parses kept,
+``bipace_envs.alfworld.engine.textgen_memo``) and ``both`` (command texts kept too, ``Engine.command_memo``),
+interleaved per episode in a rotating order; ``replay`` then plays the episode's actions again in the
+``both`` env, as a Monte-Carlo continuation replays its prefix. Times ``env.step`` only (the game's loading
+and reset are not counted; the expert's next action, which the env computes inside ``step``, is, in every
+mode), and prints ms per step per mode, the ratios, and whether all played the same texts.
 """
 from __future__ import annotations
 
@@ -17,26 +18,31 @@ import argparse
 import random
 import time
 
+MODES = ("off", "textgen", "both")
 
-def play(env, task_id: str, seed: int, eps: float, memo: bool):
-    """One eps-random expert episode: (texts seen, step seconds, steps)."""
+
+def play(env, task_id: str, seed: int, eps: float, textgen: bool, actions=None):
+    """One eps-random expert episode (or ``actions`` replayed): (texts seen, step seconds, actions)."""
     from bipace_envs.alfworld.engine import textgen_memo
     rng = random.Random(seed)
-    with textgen_memo(memo):
+    with textgen_memo(textgen):
         obs, info = env.reset(seed=seed, options={"task_id": task_id, "expert": True})
-        texts, spent, done = [(obs, info["admissible_actions"])], 0.0, False
+        texts, spent, taken, done = [(obs, info["admissible_actions"])], 0.0, [], False
         while not done:
             expert = env.unwrapped.expert_action()
-            if expert is None or rng.random() < eps:
+            if actions is not None:
+                action = actions[len(taken)]
+            elif expert is None or rng.random() < eps:
                 action = rng.choice(info["admissible_actions"])
             else:
                 action = expert
             t = time.perf_counter()
             obs, reward, term, trunc, info = env.step(action)
             spent += time.perf_counter() - t
-            texts.append((action, obs, info["admissible_actions"], reward, info["won"]))
+            taken.append(action)
+            texts.append((action, obs, info["admissible_actions"], reward, info["won"], expert))
             done = term or trunc
-    return texts, spent, len(texts) - 1
+    return texts, spent, taken
 
 
 def main(argv=None):
@@ -58,27 +64,35 @@ def main(argv=None):
 
     per_task = -(-args.episodes // len(TASK_TYPES))
     kwargs = dict(split="train", games_per_task=per_task, max_steps=args.max_steps, cache_dir=args.cache_dir)
-    envs = {False: gym.make("bipace/ALFWorld-v0", **kwargs), True: gym.make("bipace/ALFWorld-v0", **kwargs)}
-    ids = envs[False].unwrapped.task_ids  # per task type, games 0..per_task-1
+    envs = {m: gym.make("bipace/ALFWorld-v0", **kwargs) for m in MODES}
+    envs["off"].unwrapped._get_engine().command_memo = False
+    envs["textgen"].unwrapped._get_engine().command_memo = False
+    ids = envs["off"].unwrapped.task_ids  # per task type, games 0..per_task-1
     order = [ids[t * per_task + i] for i in range(per_task) for t in range(len(TASK_TYPES))][:args.episodes]
 
-    total = {False: [0.0, 0], True: [0.0, 0]}
+    total = {m: [0.0, 0] for m in (*MODES, "replay")}
     same = True
-    print(f"{'episode':<46} {'steps':>5} {'off ms':>8} {'on ms':>8} {'ratio':>6}")
+    print(f"{'episode':<46} {'steps':>5} " + " ".join(f"{m + ' ms':>10}" for m in total))
     for k, task_id in enumerate(order):
-        for memo in (False, True):
-            envs[memo].unwrapped.gamefile(task_id)  # generate it now (untimed), if not cached yet
+        for env in envs.values():
+            env.unwrapped.gamefile(task_id)  # generate it now (untimed), if not cached yet
         runs = {}
-        for memo in ((False, True) if k % 2 == 0 else (True, False)):
-            runs[memo] = play(envs[memo], task_id, args.seed + k, args.eps, memo)
-            total[memo][0] += runs[memo][1]
-            total[memo][1] += runs[memo][2]
-        same &= runs[False][0] == runs[True][0]
-        off, on = (runs[m][1] / runs[m][2] * 1e3 for m in (False, True))
-        print(f"{task_id:<46} {runs[False][2]:>5} {off:>8.1f} {on:>8.1f} {off / on:>6.2f}")
-    off, on = (total[m][0] / total[m][1] * 1e3 for m in (False, True))
-    print(f"all {total[False][1]} steps: memo off {off:.1f} ms/step, memo on {on:.1f} ms/step, "
-          f"ratio off/on {off / on:.2f}; same texts, commands, rewards and wins: {'yes' if same else 'NO'}")
+        for i in range(len(MODES)):
+            m = MODES[(i + k) % len(MODES)]
+            runs[m] = play(envs[m], task_id, args.seed + k, args.eps, m != "off")
+        runs["replay"] = play(envs["both"], task_id, args.seed + k, args.eps, True, runs["both"][2])
+        for m, (_, spent, taken) in runs.items():
+            total[m][0] += spent
+            total[m][1] += len(taken)
+        same &= all(runs[m][0] == runs["off"][0] for m in runs)
+        per_step = {m: runs[m][1] / len(runs[m][2]) * 1e3 for m in runs}
+        print(f"{task_id:<46} {len(runs['off'][2]):>5} " + " ".join(f"{per_step[m]:>10.1f}" for m in runs))
+    ms = {m: total[m][0] / total[m][1] * 1e3 for m in total}
+    print(f"all {total['off'][1]} steps, ms/step: " + ", ".join(f"{m} {v:.1f}" for m, v in ms.items()))
+    ratios = {"off/textgen": ms["off"] / ms["textgen"], "textgen/both": ms["textgen"] / ms["both"],
+              "off/both": ms["off"] / ms["both"], "both/replay": ms["both"] / ms["replay"]}
+    print("ratios: " + ", ".join(f"{k} {v:.2f}" for k, v in ratios.items()) + "; same texts, commands, "
+          f"rewards, wins and expert actions: {'yes' if same else 'NO'}")
     return 0 if same else 1
 
 

@@ -23,6 +23,17 @@ it gets: contexts, the derivation stack, so each call must get new ones; the mod
 and ``Rule`` becomes a subclass whose ``parse_conjunctive_query`` keeps each parsed query (the callers
 only read it: ``State.all_assignments`` reads its preconditions and placeholders). Texts are the same
 as without it (tests/envs/test_alfworld_textgen_memo.py); ``textgen_memo(False)`` turns it off.
+
+Why the command memo: with parses kept, about half of a step (60% of a Monte-Carlo continuation worker's
+time) is still the derivation of every admissible command's text (``PddlEnv._gather_infos`` derives each
+applicable action's template against a deep copy of its context, ~40 a step). That text is a function of
+the game, the template, the action's arguments and the state facts the template reads. A template without
+nonterminals (``#x#``) reads the state only through its conditional queries (``{x | pred(...)}``), whose
+answers depend only on the facts of the predicates they name (ALFWorld's ``go to`` reads
+``receptacleatlocation``); any other template is taken to read every fact. ``Engine`` keeps each text under
+(game, template, arguments, the facts it reads), so a replay (Monte-Carlo continuations replay their prefix
+from reset, ``agents.replay``) derives nothing and a new state derives only what it changed. Texts are the
+same (tests/envs/test_alfworld_textgen_memo.py); ``Engine.command_memo = False`` turns it off.
 """
 from __future__ import annotations
 
@@ -37,6 +48,7 @@ _MODULES: SimpleNamespace | None = None
 _TEXTGEN: SimpleNamespace | None = None  # textgen's original names and their memoised versions
 _MEMO_SIZE = 8192  # distinct strings kept per memo (ALFWorld's grammar needs a few hundred)
 _PLAN_MEMO_SIZE = 4096  # Fast Downward answers kept per engine, by (game, state facts)
+_COMMAND_MEMO_SIZE = 1 << 16  # command texts an engine keeps (ALFWorld needs a few hundred per game)
 
 
 def import_engine() -> SimpleNamespace:
@@ -136,6 +148,33 @@ def _memo_pddl2sas(store: dict):
         fd.pddl2sas = original
 
 
+@functools.lru_cache(maxsize=_MEMO_SIZE)
+def _state_reads(template: str) -> frozenset | None:
+    """The predicates whose facts a template's derivation reads, or None if it may read any fact: a
+    nonterminal's rules may carry conditions and an eval may run any expression, so only templates made of
+    terminals, plain ``{name.attr}`` evals and conditional queries over those are narrowed."""
+    import re
+    tg = import_engine() and _TEXTGEN.module
+    preds: set = set()
+    stack = list(tg._parse_and_convert(template, rule_name="symbols"))
+    while stack:
+        sym = stack.pop()
+        if isinstance(sym, tg.TerminalSymbol):
+            continue
+        if isinstance(sym, tg.EvalSymbol) and re.fullmatch(r"\s*\w+(\.\w+)*\s*", sym.expression):
+            continue
+        if isinstance(sym, tg.ListSymbol):
+            stack.append(sym.symbol)
+            continue
+        if isinstance(sym, tg.ConditionalSymbol):
+            if sym.given:
+                preds |= {p.name for p in tg.Rule.parse_conjunctive_query(sym.given).preconditions}
+            stack.append(sym.expression)
+            continue
+        return None     # a nonterminal, or an eval that may read anything
+    return frozenset(preds)
+
+
 class Engine:
     """One TextWorld ``PddlEnv`` that can hold several parsed ALFWorld games and switch between them.
 
@@ -153,6 +192,9 @@ class Engine:
         self.gamefile: str | None = None
         self.timed_out = False          # whether the last replan() hit its timeout
         self._plans: OrderedDict = OrderedDict()   # (gamefile, facts) -> (plan, timed out, timeout)
+        self.command_memo = True
+        self._commands: OrderedDict = OrderedDict()  # (game, template, args, facts read) -> text
+        self._env._gather_infos = self._gather_infos   # the instance's own: see the module docstring
         self.loads = 0  # how many times a game file was actually parsed (tests check reuse)
 
     def load(self, gamefile: str) -> None:
@@ -206,6 +248,38 @@ class Engine:
         env.prev_state, env.state, env._last_action = env.state, state, None
         return state, state["score"], state["done"]
 
+    def _facts_key(self) -> tuple:
+        return self.gamefile, frozenset(map(str, self._env._pddl_state.facts))
+
+    def _gather_infos(self) -> None:
+        """TextWorld's ``_gather_infos`` with each command text kept (module docstring)."""
+        env = self._env
+        gather = type(env)._gather_infos
+        if not self.command_memo:
+            return gather(env)
+        facts = env._pddl_state.facts
+        read: dict = {}     # predicates read -> the state's facts of those predicates (None: all facts)
+        grammar = env._logic.grammar
+        derive, memo = grammar.derive, self._commands
+
+        def kept(start, context={}):
+            preds = _state_reads(start)
+            if preds not in read:
+                read[preds] = frozenset(str(f) for f in facts if preds is None or f.name in preds)
+            key = (self.gamefile, start, tuple((ph.name, v.name) for ph, v in context["mapping"].items()),
+                   read[preds])
+            text = memo.get(key)
+            if text is None:
+                text = memo[key] = derive(start, context)
+                while len(memo) > _COMMAND_MEMO_SIZE:
+                    memo.popitem(last=False)
+            return text
+        grammar.derive = kept           # _gather_infos derives command templates only
+        try:
+            gather(env)
+        finally:
+            del grammar.derive
+
     def human_facts(self, state) -> list:
         """Facts with demangled names, as alfworld's handcoded expert reads them."""
         return [self._env._get_human_readable_fact(f) for f in state["_facts"]]
@@ -222,7 +296,7 @@ class Engine:
         # Fast Downward is deterministic given the game and the state's facts, and a replay re-plans the
         # same states again and again (one search took seconds): keep each state's answer. A timeout is
         # kept with its limit and reused only under a limit no longer than it.
-        key = (self.gamefile, frozenset(map(str, self._env.state["_facts"])))
+        key = self._facts_key()
         known = self._plans.get(key)
         if known is not None and (not known[1] or (timeout_s is not None and timeout_s <= known[2])):
             self._plans.move_to_end(key)

@@ -9,7 +9,7 @@ module-level ``random`` of ``alfworld.agents.expert.handcoded_expert``; we swap 
 seeded per episode for the duration of each call, which makes it reproducible without touching the
 global RNG. As in alfworld's ``AlfredExpert`` wrapper, an inadmissible suggestion becomes ``look``
 (after which the handcoded expert picks a random admissible command). It gives up (an exception, or not
-won after ``handcoded_budget`` steps) on about a third of pick_two games; from then on the expert
+won after ``handcoded_budget`` of its own steps) on about a third of pick_two games; from then on the expert
 answers with Fast Downward's plan from the current state (replanned only when the agent leaves it).
 """
 from __future__ import annotations
@@ -39,8 +39,11 @@ class Expert:
         engine: the Engine the episode runs on (its game must have a traj_data.json beside it).
         seed: seeds the handcoded expert's random choices.
         mode: "handcoded" (planner fallback) or "planner" (Fast Downward only).
-        handcoded_budget: steps after which a handcoded expert that has not won is replaced by the planner
-            (default 25, so that expert episodes fit the usual 50-step limit).
+        handcoded_budget: how many of its own suggestions the agent may take before a handcoded expert that
+            has not won is replaced by the planner (default 25, so that expert episodes fit the usual
+            50-step limit). Other actions do not count: the handcoded expert tracks them, and an agent that
+            acts at random half the time would otherwise send every long episode to the planner, whose
+            searches after each random turn cost seconds.
         planner_timeout: seconds one Fast Downward call may take (None = no limit); past it the expert
             has no plan (``next_action`` None, ``planner_timed_out`` True) for the rest of the episode.
     """
@@ -58,13 +61,13 @@ class Expert:
         self.used_planner = False
         self._next: str | None = None
         self._plan: list[str] | None = None
-        self._steps = 0
+        self._own_steps = 0
 
     def reset(self, state, seed: int | None = None) -> None:
         if seed is not None:
             self._rng = random.Random(seed)
         self.used_planner = self.mode == "planner"
-        self._plan, self._steps, self.planner_timed_out = None, 0, False
+        self._plan, self._own_steps, self.planner_timed_out = None, 0, False
         if self.mode == "handcoded":
             from alfworld.agents.expert import HandCodedTWAgent
             self._agent = HandCodedTWAgent(max_steps=200)
@@ -79,9 +82,9 @@ class Expert:
 
     def observe(self, state, action: str) -> None:
         """Feed the transition that just happened (``state`` is the engine state after ``action``)."""
-        self._steps += 1
         if self._agent is not None and not self.used_planner:
-            if self._steps > self.budget and not state["won"]:
+            self._own_steps += action == self._next
+            if self._own_steps > self.budget and not state["won"]:
                 self._fall_back()
                 return
             game_state = dict(state)

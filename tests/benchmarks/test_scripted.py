@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 import benchmarks.credit.advantage_accuracy as aa
+import benchmarks.credit.aa_settings as aa_settings
 from benchmarks.credit.scripted import (ExpertCannotAct, ScriptedPolicy, fill_webshop_search, parse_policy,
                                         play_episode)
 
@@ -195,14 +196,14 @@ def test_named_cells_fill_what_the_command_line_leaves_out():
     from benchmarks.credit.cells import CELLS
     name = next(n for n, c in CELLS.items() if c.policy.startswith("scripted:"))
     args = aa.build_parser().parse_args(["--cell", name, "--tasks", "2"])
-    aa.apply_cell(args)
+    aa_settings.apply_cell(args)
     cell = CELLS[name]
     assert (args.preset, args.policy, args.scripted) == (cell.preset, cell.policy, parse_policy(cell.policy))
     args = aa.build_parser().parse_args(["--cell", name, "--policy", "scripted:0.9"])
-    aa.apply_cell(args)
+    aa_settings.apply_cell(args)
     assert args.scripted == ScriptedPolicy(0.9)
     args = aa.build_parser().parse_args([])
-    aa.apply_cell(args)
+    aa_settings.apply_cell(args)
     assert (args.preset, args.policy, args.scripted) == ("textcraft-table", "", None)
     assert functools.reduce(lambda a, c: a and c.size.samples >= 2, CELLS.values(), True)
 
@@ -211,10 +212,10 @@ def test_cells_fill_their_splits_and_the_screen_plays_the_training_envs():
     from benchmarks.credit.cells import CELLS
     name = next(n for n, c in CELLS.items() if c.splits)
     args = aa.build_parser().parse_args(["--cell", name])
-    aa.apply_cell(args)
+    aa_settings.apply_cell(args)
     assert args.splits == list(CELLS[name].splits)
     args = aa.build_parser().parse_args(["--cell", name, "--splits", "train"])
-    aa.apply_cell(args)
+    aa_settings.apply_cell(args)
     assert args.splits == ["train"]
     # ALFWorld's preset scores on real validation games (eval_env_kwargs); the screen plays training goals,
     # so it must build the training env, not the held-out one

@@ -1,5 +1,6 @@
-"""The textgen memo of ``bipace_envs.alfworld.engine`` changes no text: episodes played with it and
-without it (fresh envs, the same actions) give the same observations, commands, rewards and wins."""
+"""The textgen and command memos of ``bipace_envs.alfworld.engine`` change no text: episodes played with
+them and without them (fresh envs, the same actions) give the same observations, commands, rewards and
+wins, and a replay of a kept state derives no command again."""
 from __future__ import annotations
 
 import random
@@ -92,7 +93,9 @@ def test_episodes_identical_with_and_without_memo(gen_cache):
     assert len(episodes) == 6
     with engine.textgen_memo(False):
         env_off = make_env(gen_cache)
+        env_off.unwrapped._get_engine().command_memo = False
         off = [play(env_off, tid, seed) for tid, seed in episodes]
+        assert not env_off.unwrapped._engine._commands
     hits = engine._TEXTGEN.models.cache_info().hits
     with engine.textgen_memo(True):
         env_on = make_env(gen_cache)  # a fresh engine: the games are loaded and parsed again
@@ -106,3 +109,46 @@ def test_episodes_identical_with_and_without_memo(gen_cache):
             n_steps += 1
     assert n_steps > 40
     assert any(rec[-1][3] for rec, _ in off)  # some episode was won on the way
+
+
+def test_command_memo_replays_derive_no_command(gen_cache, monkeypatch):
+    from textworld.envs.pddl.textgen import ContextSensitiveGrammar
+    env = make_env(gen_cache)
+    eng = env.unwrapped._get_engine()
+    tid = env.unwrapped.task_ids[0]
+    eng.command_memo = False
+    reference, actions = play(env, tid, 7)
+    eng.command_memo = True
+    derived = []
+    real = ContextSensitiveGrammar.derive
+
+    def counting(self, start, context={}):
+        derived.append(start)
+        return real(self, start, context)
+    monkeypatch.setattr(ContextSensitiveGrammar, "derive", counting)
+    first = play(env, tid, 7, actions)[0]
+    commands = [s for s in derived if not s.startswith("#")]      # feedback rules start with '#'
+    kept = dict(eng._commands)
+    assert first == reference and len(commands) == len(kept) > 10  # each text derived once, then kept
+    # ALFWorld's command templates read at most receptacleatlocation, a fact no action changes: one text
+    # per (template, arguments) of the game, whatever the state, and far fewer derivations than commands
+    assert len({k[1:3] for k in kept}) == len(kept)
+    assert len(commands) < 0.75 * sum(len(r[1]) for r in reference)
+    derived.clear()
+    again = play(env, tid, 7, actions)[0]
+    assert again == reference
+    assert [s for s in derived if not s.startswith("#")] == []     # every command text was kept
+    assert dict(eng._commands) == kept
+
+
+@pytest.mark.parametrize("template, reads", [
+    ("go to [{r.name | receptacleatlocation(r:receptacle, lend:location)}]", {"receptacleatlocation"}),
+    ("take {o} from {r}", set()),
+    ("look", set()),
+    ("{o.name} [{x.name | in(x:object, r:receptacle) & openable(r:receptacle)}]", {"in", "openable"}),
+    ("#opened# {r}", None),             # a nonterminal's rules may test any fact
+    ("{o.name + r.name}", None),        # an eval may run anything
+])
+def test_command_memo_keys_on_the_facts_a_template_reads(template, reads):
+    got = engine._state_reads(template)
+    assert (got if got is None else set(got)) == reads

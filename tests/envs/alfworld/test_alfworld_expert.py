@@ -131,3 +131,41 @@ def test_replans_of_a_state_are_kept_and_equal_a_fresh_search(alfworld_data, mon
     engine.replan(10.0)
     engine.replan(None)
     assert calls == [5.0, 10.0, None]                                         # longer or none: searched
+
+
+class _NeverWins:
+    """Stands in for alfworld's handcoded expert: tracks nothing and always suggests ``look``."""
+
+    def __init__(self, max_steps):
+        pass
+
+    def reset(self, gamefile):
+        pass
+
+    def observe(self, feedback):
+        pass
+
+    def act(self, game_state, reward, won, last):
+        return "look"
+
+
+def test_handcoded_budget_counts_only_the_experts_own_steps(alfworld_data, monkeypatch):
+    """Actions the agent chose itself do not use up the handcoded expert's budget (a scripted policy that
+    acts at random half the time would otherwise hand every long episode to the planner); taking the
+    expert's suggestion budget + 1 times without winning hands it over."""
+    import alfworld.agents.expert as handcoded
+    monkeypatch.setattr(handcoded, "HandCodedTWAgent", _NeverWins)
+    env = ALFWorldEnv(data_dir=alfworld_data, split="valid_seen", max_steps=200, planner_timeout=60)
+    engine_calls = []
+    _, info = env.reset(seed=0, options={"task_id": env.task_ids[0], "expert": True})
+    expert = env.unwrapped._expert
+    monkeypatch.setattr(expert.engine, "replan", lambda t=None: engine_calls.append(t) or ["inventory"])
+    for step in range(60):              # 60 of the agent's own choices, 10 of them the expert's "look"
+        action = "look" if step % 6 == 0 else "inventory"
+        assert info["expert_action"] == "look" and not info["expert_used_planner"], step
+        _, _, _, _, info = env.step(action)
+    for _ in range(expert.budget - 10):   # the expert's own suggestions up to its budget
+        _, _, _, _, info = env.step(info["expert_action"])
+    assert not info["expert_used_planner"] and engine_calls == []
+    _, _, _, _, info = env.step(info["expert_action"])      # one more: over budget, not won
+    assert info["expert_used_planner"] and info["expert_action"] == "inventory" and engine_calls == [60]
