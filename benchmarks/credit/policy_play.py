@@ -35,6 +35,15 @@ def stream_seed(seed: int, stream: str, *more: int) -> int:
     return int(np.random.SeedSequence(entropy).generate_state(1, dtype=np.uint64)[0] % (2**63 - 1))
 
 
+def batch_layout(goals: list, group_size: int, seed: int) -> tuple[list, list, np.ndarray]:
+    """(task, env seed, group) per episode of a batch: each goal G times, one env seed per goal drawn from
+    ``seed``, so a model policy's and a scripted policy's batches of the same goals play the same games."""
+    rng = np.random.default_rng([seed, 1])
+    tasks = [g for g in goals for _ in range(group_size)]
+    seeds = np.repeat(rng.integers(0, 2**31 - 1, len(goals)), group_size).tolist()
+    return tasks, seeds, np.repeat(np.arange(len(goals)), group_size)
+
+
 def record_batch(trainer, goals: list, seed: int, out: Path) -> dict:
     """The batch every estimator sees (kept in ``out/batch.pkl``): B goals x G episodes, one env seed per
     goal, decoded from the ``"batch"`` stream of ``seed``."""
@@ -45,10 +54,7 @@ def record_batch(trainer, goals: list, seed: int, out: Path) -> dict:
     from agents.ppo import row_logp_sums
     from estimators import REGISTRY
     c = trainer.cfg
-    rng = np.random.default_rng([seed, 1])
-    tasks = [g for g in goals for _ in range(c.group_size)]
-    seeds = np.repeat(rng.integers(0, 2**31 - 1, len(goals)), c.group_size).tolist()
-    groups = np.repeat(np.arange(len(goals)), c.group_size)
+    tasks, seeds, groups = batch_layout(goals, c.group_size, seed)
     torch.manual_seed(stream_seed(seed, "batch"))
     trainer.model.eval()
     t0 = time.perf_counter()

@@ -48,7 +48,7 @@ from pathlib import Path
 
 import numpy as np
 
-from benchmarks.credit.policy_play import stream_seed
+from benchmarks.credit.policy_play import batch_layout, stream_seed
 
 SCRIPTED = "scripted"
 
@@ -211,10 +211,7 @@ def record_scripted_batch(trainer, policy: ScriptedPolicy, goals: list, seed: in
     from estimators import StepBatch, action_key
     c, spec, tok = trainer.cfg, trainer.spec, trainer.tok
     settings = c.rollout_settings(trainer.max_steps, True)
-    rng = np.random.default_rng([seed, 1])
-    tasks = [g for g in goals for _ in range(c.group_size)]
-    seeds = np.repeat(rng.integers(0, 2**31 - 1, len(goals)), c.group_size).tolist()
-    groups = np.repeat(np.arange(len(goals)), c.group_size)
+    tasks, seeds, groups = batch_layout(goals, c.group_size, seed)
     env, prompter = wrapped_env(trainer.make_env), make_prompter(c.env, trainer.prompt_settings)
     t0 = time.perf_counter()
     episodes = []
@@ -342,7 +339,7 @@ class ScriptedPlay:
     chunk_seed, i)``, spread over ``workers`` processes (1: in this process)."""
 
     def __init__(self, trainer, policy: ScriptedPolicy, seed: int, workers: int = 1, chunk: int = 64):
-        self.seed, self.chunk, self.workers, self.checked = seed, chunk, max(1, int(workers)), 0
+        self.seed, self.chunk, self.workers = seed, chunk, max(1, int(workers))
         init = (trainer.make_env, trainer.cfg.env, trainer.spec, policy)
         if self.workers > 1:
             self.pool = ProcessPoolExecutor(self.workers, mp_context=mp.get_context("fork"),

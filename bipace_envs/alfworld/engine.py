@@ -154,7 +154,8 @@ def _state_reads(template: str) -> frozenset | None:
     nonterminal's rules may carry conditions and an eval may run any expression, so only templates made of
     terminals, plain ``{name.attr}`` evals and conditional queries over those are narrowed."""
     import re
-    tg = import_engine() and _TEXTGEN.module
+    import_engine()                         # installs the textgen memo whose module holds the symbols
+    tg = _TEXTGEN.module
     preds: set = set()
     stack = list(tg._parse_and_convert(template, rule_name="symbols"))
     while stack:
