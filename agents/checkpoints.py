@@ -23,12 +23,14 @@ from agents.crash_points import crash_point
 from agents.finite import check_weights
 
 RESUME_MAY_CHANGE = ("iterations", "resume", "overwrite", "out_dir", "preset_name", "progress", "tensorboard",
-                     "threads", "checkpoint_every")
+                     "checkpoint_every")
 """Fields a resume may set otherwise than the run it continues: more iterations (to extend a finished
-run), and what only changes where and how often the run is saved or shown, or how many CPU threads it
-uses. Every other field changes what the run computes (``--set lr=0.5`` would be recorded while the
-restored optimizer trained on at the old rate, another estimator or LoRA shape would not match the
-checkpoint), so a resume with another value is refused, naming the fields."""
+run), and what only changes where and how often the run is saved or shown. Every other field changes what
+the run computes (``--set lr=0.5`` would be recorded while the restored optimizer trained on at the old
+rate, another estimator or LoRA shape would not match the checkpoint), so a resume with another value is
+refused, naming the fields. ``threads`` is among them: on CPU, torch splits sums and matrix products by
+thread, so another thread count rounds differently and the resumed run would no longer be the one it
+continues."""
 
 
 def save_checkpoint(out: Path, it: int, model, optimizer, task_tally, cfg, record: dict | None = None
@@ -92,13 +94,14 @@ def read_checkpoint(folder: Path, device) -> tuple[dict, dict]:
 def load_checkpoint(out: Path, model, optimizer, iterations: int | None = None, log=print) -> dict | None:
     """Restore ``out``'s newest readable checkpoint into ``model`` (adapter weights), ``optimizer`` and the
     global RNGs; returns its state (``iteration``, ``task_tally``, ``record``), or None when ``out`` has no
-    checkpoint yet (said). A checkpoint that does not read back (a truncated ``state.pt`` or adapter) is
+    checkpoint yet. Either way one ``resume: ... at iteration N`` line says where the run goes on. A
+    checkpoint that does not read back (a truncated ``state.pt`` or adapter) is
     named in a warning and the one before it is tried; ValueError when none reads, or when the newest is
     past ``iterations``."""
     from peft import set_peft_model_state_dict
     folders = checkpoint_folders(out)
     if not folders:
-        log(f"note: {out} has no checkpoint yet: the run starts again at iteration 1")
+        log(f"resume: {out} has no checkpoint yet: the run starts again at iteration 1")
         return None
     problems = []
     for folder in folders:
@@ -119,6 +122,9 @@ def load_checkpoint(out: Path, model, optimizer, iterations: int | None = None, 
         torch.set_rng_state(state["rng"]["torch"])
         if "cuda" in state["rng"] and torch.cuda.is_available():
             torch.cuda.set_rng_state_all(state["rng"]["cuda"])
+        # one line a resume always prints, read by benchmarks.learning.kill_resume
+        log(f"resume: restored {folder.name} (iteration {state['iteration']}): the run continues at "
+            f"iteration {state['iteration'] + 1}")
         return state
     raise ValueError(f"--resume: no checkpoint of {out} reads back: {'; '.join(problems)}. Restore one, or "
                      "start over with --overwrite")

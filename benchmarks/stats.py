@@ -49,3 +49,18 @@ def chi2_95(dof: int) -> float:
         return CHI2_95[dof]
     z = 1.644854
     return dof * (1 - 2 / (9 * dof) + z * math.sqrt(2 / (9 * dof))) ** 3
+
+
+def kendall_tau_b(a, b) -> float:
+    """Kendall's tau-b of two equally long score lists, ties corrected: the concordant minus discordant
+    pairs over sqrt(pairs untied in a x pairs untied in b); NaN with fewer than 3 items or a constant
+    list. O(n^2) pairs, meant for the tens of estimators a leaderboard ranks."""
+    a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    if a.shape != b.shape or a.ndim != 1:
+        raise ValueError(f"kendall_tau_b takes two equally long 1-d lists; got shapes {a.shape}, {b.shape}")
+    if len(a) < 3:
+        return math.nan
+    upper = np.triu_indices(len(a), k=1)
+    da, db = np.sign(np.subtract.outer(a, a)[upper]), np.sign(np.subtract.outer(b, b)[upper])
+    untied = float(np.sum(da != 0)) * float(np.sum(db != 0))
+    return float(np.sum(da * db) / math.sqrt(untied)) if untied > 0 else math.nan

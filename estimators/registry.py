@@ -9,6 +9,8 @@ option no estimator knows is an error.
 """
 from __future__ import annotations
 
+import math
+import numbers
 from dataclasses import dataclass, fields, replace
 from typing import Callable, Optional, Union
 
@@ -348,6 +350,9 @@ def resolve_options(name: str, **options) -> EstimatorOptions:
     unknown = sorted(set(options) - set(OPTION_NAMES))
     if unknown:
         raise ValueError(f"unknown estimator option(s) {unknown}; known options: {list(OPTION_NAMES)}")
+    for key, value in options.items():    # NaN passes every range check below and poisons the advantages
+        if isinstance(value, numbers.Real) and not isinstance(value, bool) and not math.isfinite(value):
+            raise ValueError(f"estimator option {key} must be a finite number; got {value!r}")
     o = replace(EstimatorOptions(), **options)
     if o.mode is None:
         o = replace(o, mode=REGISTRY[name].default_mode)

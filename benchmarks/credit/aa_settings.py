@@ -50,6 +50,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="leave out the goals of these finished runs' batches (a second batch on other goals)")
     p.add_argument("--pool", nargs="+", type=Path, metavar="RUN",
                    help="score these finished runs' batches as one (writes only the report in --out)")
+    p.add_argument("--rescore", action="store_true",
+                   help="score the finished run in --out again from its score_inputs.npz (after a change of "
+                        "metric or interval): rewrites its scores.csv, pairs.csv and summary.md, nothing "
+                        "else")
     p.add_argument("--candidates", type=int,
                    help="screen at most this many candidate goals (a fixed draw; 0 = all; default: the "
                         "preset's Size)")

@@ -206,10 +206,31 @@ def run(args) -> dict:
     from agents.run_folder import claim_run_folder
     out = Path(args.out)
     # one writer per folder; a pooled report only rewrites its own files, so it may always reuse its folder
-    with claim_run_folder(out, resume=args.resume or (bool(args.pool) and not args.overwrite),
+    if args.rescore and (args.pool or args.overwrite):
+        raise ValueError("--rescore rewrites the report of the run in --out: leave out --pool and "
+                         "--overwrite")
+    with claim_run_folder(out, resume=args.resume or args.rescore or (bool(args.pool) and not args.overwrite),
                           overwrite=args.overwrite,
                           what="credit benchmark"):
+        if args.rescore:
+            return rescore(out)
         return pool(args) if args.pool else run_batch(args, out)
+
+
+def rescore(out: Path) -> dict:
+    """The report of a finished run written again from its score inputs, under its own header."""
+    from benchmarks.credit.advantage_report import ScoreInputs
+    path = out / "score_inputs.npz"
+    if not path.exists():
+        raise FileNotFoundError(f"--rescore: {out} holds no score_inputs.npz; run that batch to the end "
+                                "first")
+    inputs, _ = ScoreInputs.load(path)
+    summary = out / "summary.md"
+    header = (summary.read_text().split("\n\n")[0] if summary.exists()
+              else f"Estimator advantages vs Monte-Carlo A, rescored from {path}.")
+    own, common, table = report(inputs, out, header)
+    print(table)
+    return {"results": common, "own": own}
 
 
 def run_batch(args, out: Path) -> dict:

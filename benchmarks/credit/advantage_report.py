@@ -23,8 +23,10 @@ Normalisation: each estimator is scored at its own (what training uses: GRPO and
 group's std, the step-group estimators only centre), and again with every estimator at ``COMMON_MODE``:
 dividing by a goal's std reweights goals in a pooled correlation, so paired differences are taken there,
 where they measure credit, not normalisation. Intervals: jackknife over goals with Student's t at n - 1
-(``intervals.jackknife_t``; its coverage on text MDPs is in docs/advantage-accuracy.md); a paired
-difference is the jackknife of the difference on the same goals.
+(``intervals.jackknife_t``; its coverage on text MDPs is in docs/advantage-accuracy.md), on the logit scale
+of each metric's range (``RANGES``), so an interval never leaves it; a paired difference is the jackknife
+of the difference on the same goals, on its own scale (its coverage is measured there), cut to twice the
+range.
 """
 from __future__ import annotations
 
@@ -47,6 +49,11 @@ HIGHER_BETTER = {"pearson": True, "pearson_within": True, "spearman": True, "sig
 LABELS = {"pearson": "Pearson r", "pearson_within": "r within goals", "spearman": "Spearman ρ",
           "sign": "sign (|A|>2SE)", "nmse_scaled": "NMSE (scaled)", "singleton": "singleton rate",
           "impure": "impure rate", "expert_spearman": "ρ with expert A"}
+# each metric's range: its intervals stay inside (intervals.jackknife_t's bounds), a difference's in twice it
+RANGES = {"pearson": (-1, 1), "pearson_within": (-1, 1), "spearman": (-1, 1), "sign": (0, 1),
+          "nmse_scaled": (0, 1), "singleton": (0, 1), "impure": (0, 1), "expert_spearman": (-1, 1)}
+BOUNDS = tuple(np.array([RANGES[m][k] for m in METRICS], dtype=float) for k in (0, 1))
+DIFF_BOUNDS = (BOUNDS[0] - BOUNDS[1], BOUNDS[1] - BOUNDS[0])
 COMMON_MODE = "mean_norm"
 # BiPACE's ingredients apart: action keys (pace - gigpo), hidden-state groups (bigpo - gigpo), hidden states
 # on top of action keys (bipace - pace), and both (bipace - gigpo); every other estimator is then set
@@ -275,10 +282,12 @@ def score(inputs: ScoreInputs, kind: str = "common", pairs=None) -> Scored:
 
     point, lo, hi = {}, {}, {}
     for n in names:
-        point[n], lo[n], hi[n] = jackknife_t(stat_of(n), members)
+        point[n], lo[n], hi[n] = jackknife_t(stat_of(n), members, bounds=BOUNDS)
     rows = []
     for a, b in (default_pairs(names) if pairs is None else pairs):
+        # the plain jackknife-t, whose coverage interval_coverage measured for differences; cut to the range
         diff, d_lo, d_hi = jackknife_t(stat_of(a, b), members)
+        d_lo, d_hi = np.maximum(d_lo, DIFF_BOUNDS[0]), np.minimum(d_hi, DIFF_BOUNDS[1])
         for m, metric in enumerate(METRICS):
             beyond = bool(d_lo[m] > 0 or d_hi[m] < 0) if np.isfinite(d_lo[m]) else False
             better = "" if not beyond else a if (diff[m] > 0) == HIGHER_BETTER[metric] else b

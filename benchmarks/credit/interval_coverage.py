@@ -29,7 +29,9 @@ per-goal r), so a goal is handed to the intervals as one pseudo-row of its sums:
 its rows, at the cost of a few additions (checked against the row-level metrics on one draw).
 
 Each of ``--reps`` reps draws n goals from the pool without replacement (n in ``--goals``) and computes
-the interval of every method in ``--methods``: ``jackknife_t``, ``percentile_bootstrap`` (``--boot``
+the interval of every method in ``--methods``: ``jackknife_t``, ``jackknife_t_bounded`` (the same on the
+logit scale of a correlation's range [-1, 1], differences left as they are: what the reports use),
+``percentile_bootstrap`` (``--boot``
 resamples), ``bootstrap_t`` and ``symmetric_bootstrap_t`` (``--boot-t`` resamples each). Coverage = share
 of reps whose interval holds the population value. A rep without an interval (a within-goal r defined
 on fewer than 2 of the goals) counts as a miss (``undefined``; ``coverage_defined`` leaves them out); an
@@ -66,7 +68,12 @@ ESTIMATORS = ("grpo", "gigpo", "pace", "bigpo", "bipace", "ecpo")
 PAIRS = (("pace", "gigpo"), ("bigpo", "gigpo"), ("bipace", "pace"), ("bipace", "gigpo"))
 METRIC_NAMES = ([f"pooled r {e}" for e in ESTIMATORS] + [f"within r {e}" for e in ESTIMATORS]
                 + [f"pooled r {a} - {b}" for a, b in PAIRS])
-METHODS = ("jackknife_t", "percentile_bootstrap", "bootstrap_t", "symmetric_bootstrap_t")
+METHODS = ("jackknife_t", "jackknife_t_bounded", "percentile_bootstrap", "bootstrap_t",
+           "symmetric_bootstrap_t")
+# each metric's range, for jackknife_t_bounded: correlations in [-1, 1]; differences are left on their own
+# scale, as advantage_report scores them
+_HALF_RANGE = np.array([1.0] * (2 * len(ESTIMATORS)) + [np.inf] * len(PAIRS))
+METRIC_BOUNDS = (-_HALF_RANGE, _HALF_RANGE)
 E = len(ESTIMATORS)
 PAIR_A, PAIR_B = (np.array([ESTIMATORS.index(pair[k]) for pair in PAIRS]) for k in (0, 1))
 # layout of a goal's sums: n, sum y, sum y^2, then per estimator sum x, sum x^2, sum xy, r * defined, defined
@@ -210,6 +217,8 @@ def intervals_of(sums: np.ndarray, methods: tuple[str, ...], boot: int, boot_t: 
     out = {}
     if "jackknife_t" in methods:
         out["jackknife_t"] = jackknife_t(stat, members)[1:]
+    if "jackknife_t_bounded" in methods:
+        out["jackknife_t_bounded"] = jackknife_t(stat, members, bounds=METRIC_BOUNDS)[1:]
     if "percentile_bootstrap" in methods:
         out["percentile_bootstrap"] = percentile_bootstrap(stat, members, boot, seed=seed)
     if "bootstrap_t" in methods:

@@ -4,13 +4,17 @@ that hold at the 6-30 goals a credit benchmark can afford.
     members = goal_members(groups)                                    # row indices of each goal
     point, lo, hi = symmetric_bootstrap_t(stat, members, 400)         # stat(rows) -> vector of metrics
     point, lo, hi = jackknife_t(stat, members)                        # n + 1 evaluations of stat
+    point, lo, hi = jackknife_t(stat, members, bounds=(-1, 1))        # ... kept inside a metric's range
     lo, hi = percentile_bootstrap(stat, members, 2000)                # the old interval, for comparison only
 
-``symmetric_bootstrap_t`` (the one to report): value -+ the 95% quantile of |t| over goal resamples x the
-all-goals jackknife standard error, where t is a resample's value minus the value, over the resample's own
-jackknife SE (n_boot x (distinct goals + 1) evaluations of ``stat``). ``bootstrap_t`` is its equal-tailed
-form. ``jackknife_t``: leave-one-goal-out values, their jackknife SE, and Student's t with n - 1 degrees of
-freedom around the all-goals value. ``benchmarks/credit/interval_coverage.py`` measures their coverage on
+``jackknife_t`` (what the credit reports use): leave-one-goal-out values, their jackknife SE, and
+Student's t with n - 1 degrees of freedom around the all-goals value; with ``bounds``, a bounded metric
+(a correlation, a share of rows) gets it on the logit scale of its range, so its interval stays inside.
+``symmetric_bootstrap_t``: value -+ the 95% quantile of |t| over goal resamples x the all-goals jackknife
+standard error, where t is a resample's value minus the value, over the resample's own jackknife SE
+(n_boot x (distinct goals + 1) evaluations of ``stat``): the safer interval where goals of two kinds mix,
+at n_boot times the jackknife's evaluations of ``stat``. ``bootstrap_t`` is
+its equal-tailed form. ``benchmarks/credit/interval_coverage.py`` measures their coverage on
 text MDPs, where dynamic programming gives the truth (figures in docs/advantage-accuracy.md): on goals that
 are all alike the jackknife-t holds its 95%, but where goals of two kinds mix (won by every rollout, and
 mixed), it falls to about 90% for pooled correlations at 8 goals, as do the equal-tailed bootstrap-t and,
@@ -49,22 +53,67 @@ def _check(members: list[np.ndarray], n_boot: int) -> None:
         raise ValueError(f"n_boot (goal resamples) must be >= 1; got {n_boot}")
 
 
+def _leave_one_out(stat: Stat, members: list[np.ndarray]) -> np.ndarray:
+    n = len(members)
+    return np.array([stat(_rows(members, [h for h in range(n) if h != g])) for g in range(n)], dtype=float)
+
+
+def _se_of(loo: np.ndarray) -> np.ndarray:
+    n = len(loo)
+    return np.sqrt((n - 1) / n * np.sum((loo - loo.mean(axis=0)) ** 2, axis=0))
+
+
 def jackknife_se(stat: Stat, members: list[np.ndarray]) -> np.ndarray:
     """Jackknife standard error over goals of every component of ``stat`` (NaN with fewer than 2 goals;
     NaN where a leave-one-out value is NaN)."""
     n = len(members)
     if n < 2:
         return np.full(np.shape(stat(_rows(members, range(n)))), np.nan)
-    loo = np.array([stat(_rows(members, [h for h in range(n) if h != g])) for g in range(n)], dtype=float)
-    return np.sqrt((n - 1) / n * np.sum((loo - loo.mean(axis=0)) ** 2, axis=0))
+    return _se_of(_leave_one_out(stat, members))
 
 
-def jackknife_t(stat: Stat, members: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(value on all goals, lower, upper): value -+ t(0.975, n - 1) x jackknife SE (NaN with one goal)."""
+def _logit_of(x: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """The logit of x's place in (lo, hi): -+inf on the bounds (2 atanh(x) for a correlation in (-1, 1))."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        p = (x - lo) / (hi - lo)
+        return np.log(p) - np.log1p(-p)
+
+
+def _from_logit(z: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    return lo + (hi - lo) / (1.0 + np.exp(-z))
+
+
+def jackknife_t(stat: Stat, members: list[np.ndarray], bounds=None
+                ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(value on all goals, lower, upper): value -+ t(0.975, n - 1) x jackknife SE (NaN with one goal).
+
+    ``bounds`` (lo, hi), scalars or one per component of ``stat`` (-+inf: unbounded), keeps a bounded
+    metric's interval inside its range: the same jackknife-t on the logit of the value's place in (lo, hi)
+    (Fisher's z for a correlation), mapped back, so it narrows toward a bound as a proportion's interval
+    should. Where the value or a leave-one-out value lies on a bound (its logit is infinite), the interval
+    is the plain one cut to the range. Coverage on text MDPs beside the plain one: interval_coverage.py."""
     _check(members, 1)
     point = np.asarray(stat(_rows(members, range(len(members)))), dtype=float)
-    half = t975(len(members) - 1) * jackknife_se(stat, members) if len(members) > 1 else np.nan
-    return point, point - half, point + half
+    n = len(members)
+    if n < 2:
+        return point, point + np.nan, point + np.nan
+    t = t975(n - 1)
+    loo = _leave_one_out(stat, members)
+    half = t * _se_of(loo)
+    lower, upper = point - half, point + half
+    if bounds is None:
+        return point, lower, upper
+    lo, hi = (np.broadcast_to(np.asarray(b, dtype=float), point.shape) for b in bounds)
+    bounded = np.isfinite(lo) & np.isfinite(hi)
+    z_point, z_loo = _logit_of(point, lo, hi), _logit_of(loo, lo, hi)
+    on_scale = bounded & np.isfinite(z_point) & np.all(np.isfinite(z_loo), axis=0)
+    with np.errstate(invalid="ignore"):
+        z_half = t * _se_of(np.where(on_scale, z_loo, 0.0))
+        cut_lower, cut_upper = np.where(bounded, np.maximum(lower, lo), lower), np.where(bounded, np.minimum(
+            upper, hi), upper)
+        lower = np.where(on_scale, _from_logit(z_point - z_half, lo, hi), cut_lower)
+        upper = np.where(on_scale, _from_logit(z_point + z_half, lo, hi), cut_upper)
+    return point, lower, upper
 
 
 def _jackknife_se_of(stat: Stat, members: list[np.ndarray], goals: np.ndarray) -> np.ndarray:

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from benchmarks.credit.advantage_report import BASELINE, HIGHER_BETTER, LABELS, METRICS
+from benchmarks.stats import kendall_tau_b
 
 START, END = "<!-- leaderboard:start -->", "<!-- leaderboard:end -->"
 
@@ -76,12 +77,6 @@ def _diff(v) -> str:
     return f"**{text}**" if v[3] else text
 
 
-def kendall_tau(a: list, b: list) -> float:
-    """Kendall's tau-b of two equally long score lists (nan where undefined)."""
-    from scipy.stats import kendalltau
-    return float(kendalltau(a, b).statistic) if len(a) >= 3 else math.nan
-
-
 def rank_agreement(cols: list[Column], metric: str = "pearson") -> list[str]:
     """Markdown lines: Kendall's tau of every two columns' estimator scores on ``metric``."""
     lines = []
@@ -89,8 +84,8 @@ def rank_agreement(cols: list[Column], metric: str = "pearson") -> list[str]:
         for b in cols[i + 1:]:
             names = sorted(n for (n, m) in a.scores if m == metric and (n, m) in b.scores
                            and math.isfinite(a.scores[n, m][0]) and math.isfinite(b.scores[n, m][0]))
-            tau = kendall_tau([a.scores[n, metric][0] for n in names],
-                              [b.scores[n, metric][0] for n in names])
+            tau = kendall_tau_b([a.scores[n, metric][0] for n in names],
+                                [b.scores[n, metric][0] for n in names])
             lines.append(f"- {a.label} vs {b.label}: Kendall tau {tau:+.2f} over {len(names)} estimators")
     return lines
 

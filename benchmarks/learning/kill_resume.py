@@ -12,7 +12,11 @@ the rename and ``latest``) and the final adapter. Then N times: the same run in 
 with SIGKILL (``BIPACE_KILL_AT``) at one of those points (the phases in turn, in a shuffled order, each at
 a random one of its occurrences), then ``--resume`` until it finishes, and its files compared byte for
 byte with the uninterrupted run's: the final adapter (every file of ``adapter/``), ``eval.csv``, every
-``*.jsonl``, ``train.csv`` and ``summary.json``. Left out, because they are seconds and differ between
+``*.jsonl``, ``train.csv`` and ``summary.json``. Identical files alone would not show a resume (a run
+that restarted from scratch with emptied logs ends with the same files), so each resumed process must also
+say it went on from the newest complete checkpoint the kill left (``checkpoints/iter_N`` with its adapter
+and ``state.pt``): its ``resume: ... at iteration N + 1`` line, or iteration 1 where the kill left none.
+Left out, because they are seconds and differ between
 any two runs: ``train.csv``'s timing columns (names ending in ``_s``: rollout_s, estimator_s, update_s,
 gen_s, env_s) and ``summary.json``'s ``wall_s`` and ``wall_s_parts``. Every run trains in the same
 folder (``<out>/run``, renamed when it is done), since the adapter's config names the warm start's path,
@@ -26,6 +30,7 @@ import csv
 import io
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -105,6 +110,29 @@ def differences(reference: Path, run: Path) -> list[str]:
     return out
 
 
+def newest_checkpoint(folder: Path) -> int:
+    """The iteration of the newest complete checkpoint in the run folder (0 when there is none): what a
+    resume must go on from. Read from the file names, not through the trainer's own loader."""
+    done = [int(p.name[len("iter_"):]) for p in (folder / "checkpoints").glob("iter_*")
+            if (p / "state.pt").is_file() and (p / "adapter" / "adapter_model.safetensors").is_file()]
+    return max(done, default=0)
+
+
+RESUMED_AT = re.compile(r"^resume: .* at iteration (\d+)\s*$", re.M)
+
+
+def resume_error(expected_start: int, output: str) -> str:
+    """Why a resumed process did not go on from ``expected_start`` ("" when it did), read from its
+    output's ``resume:`` line (``agents.checkpoints.load_checkpoint``)."""
+    said = RESUMED_AT.findall(output)
+    if len(said) != 1:
+        return f"the resumed process said {len(said)} 'resume: ... at iteration N' lines, not 1"
+    if int(said[0]) != expected_start:
+        return (f"the resumed process started at iteration {said[0]}, but the kill left a checkpoint to go "
+                f"on at iteration {expected_start}")
+    return ""
+
+
 def plan(trace: list[str], kills: int, rng, phases: list[str] | None) -> list[tuple[str, int]]:
     """(phase, occurrence) of each kill: the phases in turn, in a shuffled order, each at a random one of
     the occurrences the uninterrupted run passed."""
@@ -116,7 +144,10 @@ def plan(trace: list[str], kills: int, rng, phases: list[str] | None) -> list[tu
     return [(p, int(rng.integers(1, counts[p] + 1))) for p in (order[k % len(order)] for k in range(kills))]
 
 
-def run(kills: int, out: Path, seed: int = 0, phases: list[str] | None = None, log=print) -> Result:
+def run(kills: int, out: Path, seed: int = 0, phases: list[str] | None = None, log=print,
+        before_resume=None) -> Result:
+    """``before_resume(folder)``, if given, runs between each kill and its resume (tests use it to make a
+    resume start over, which the check must catch)."""
     t0 = time.perf_counter()
     work, reference, trace = out / "run", out / "uninterrupted", out / "trace.txt"
     done = train(work, env={"BIPACE_CRASH_TRACE": str(trace)})
@@ -134,14 +165,20 @@ def run(kills: int, out: Path, seed: int = 0, phases: list[str] | None = None, l
         if not trial.killed:
             trial.error = f"not killed (exit {killed.returncode}): {killed.stderr[-500:]}"
         else:      # the resume is not killed, so one finishes the run (exit 0 only after summary.json)
+            expected = newest_checkpoint(work) + 1
+            if before_resume is not None:
+                before_resume(work)
             resumed = train(work, "--resume")
             if resumed.returncode != 0:
                 trial.error = f"--resume exited {resumed.returncode}: {resumed.stderr[-1500:]}"
+            else:
+                trial.error = resume_error(expected, resumed.stdout)
         work.rename(folder)
-        if not trial.error:
+        if trial.killed and not trial.error.startswith("--resume exited"):
             trial.differs = differences(reference, folder)
         trials.append(trial)
-        verdict = "identical" if trial.identical else trial.error or "differs: " + ", ".join(trial.differs)
+        verdict = "identical" if trial.identical else "; ".join(
+            filter(None, [trial.error, trial.differs and "differs: " + ", ".join(trial.differs)]))
         log(f"kill {k + 1}/{kills} at {phase} #{nth}: {verdict}")
     result = Result(trials, time.perf_counter() - t0)
     log(f"{result.identical} of {kills} kills resumed identically ({result.seconds:.0f}s; phases hit: "

@@ -28,12 +28,15 @@ Why the command memo: with parses kept, about half of a step (60% of a Monte-Car
 time) is still the derivation of every admissible command's text (``PddlEnv._gather_infos`` derives each
 applicable action's template against a deep copy of its context, ~40 a step). That text is a function of
 the game, the template, the action's arguments and the state facts the template reads. A template without
-nonterminals (``#x#``) reads the state only through its conditional queries (``{x | pred(...)}``), whose
-answers depend only on the facts of the predicates they name (ALFWorld's ``go to`` reads
-``receptacleatlocation``); any other template is taken to read every fact. ``Engine`` keeps each text under
-(game, template, arguments, the facts it reads), so a replay (Monte-Carlo continuations replay their prefix
-from reset, ``agents.replay``) derives nothing and a new state derives only what it changed. Texts are the
-same (tests/envs/test_alfworld_textgen_memo.py); ``Engine.command_memo = False`` turns it off.
+derivation reads the state through conditional queries (``{x | pred(...)}``) and the conditions of the
+grammar rules it expands: the nonterminals it names (``#x#``) and those a list (``[...]``) expands into
+(``#list_empty#``, ``#list_separator#``, ``#list_last_separator#``), followed through the game's grammar.
+Their answers depend only on the facts of the predicates they name (ALFWorld's ``go to`` reads
+``receptacleatlocation``); a template with an eval beyond ``{name.attr}`` is taken to read every fact.
+``Engine`` keeps each text under (game, template, arguments, the facts it reads), so a replay (Monte-Carlo
+continuations replay their prefix from reset, ``agents.replay``) derives nothing and a new state derives
+only what it changed. Texts are the same (tests/envs/test_alfworld_textgen_memo.py);
+``Engine.command_memo = False`` turns it off for every engine, ``engine.command_memo = False`` for one.
 """
 from __future__ import annotations
 
@@ -148,15 +151,36 @@ def _memo_pddl2sas(store: dict):
         fd.pddl2sas = original
 
 
-@functools.lru_cache(maxsize=_MEMO_SIZE)
-def _state_reads(template: str) -> frozenset | None:
-    """The predicates whose facts a template's derivation reads, or None if it may read any fact: a
-    nonterminal's rules may carry conditions and an eval may run any expression, so only templates made of
-    terminals, plain ``{name.attr}`` evals and conditional queries over those are narrowed."""
+# the nonterminals a ``[...]`` list derives into (textgen.display_list): an empty list, and between items
+LIST_RULES = ("list_empty", "list_separator", "list_last_separator")
+
+
+def state_reads(template: str, grammar) -> frozenset | None:
+    """The predicates whose facts deriving ``template`` with ``grammar`` reads, or None if it may read any
+    fact (an eval other than ``{name.attr}`` may run any expression). Kept per grammar: a game's grammar
+    never changes once parsed."""
+    kept = grammar.__dict__.setdefault("_bipace_state_reads", {})
+    if template not in kept:
+        kept[template] = _state_reads(template, grammar)
+    return kept[template]
+
+
+def _state_reads(template: str, grammar) -> frozenset | None:
     import re
     import_engine()                         # installs the textgen memo whose module holds the symbols
     tg = _TEXTGEN.module
     preds: set = set()
+    followed: set = set()                   # nonterminals whose rules are on the stack already
+
+    def follow(name: str) -> None:
+        if name not in followed:
+            followed.add(name)
+            for rule in grammar._rules.get(name, ()):    # an unknown one fails in derive itself
+                if rule.condition:
+                    query = tg.Rule.parse_conjunctive_query(rule.condition)
+                    preds.update(p.name for p in query.preconditions)
+                stack.extend(rule.rhs)
+
     stack = list(tg._parse_and_convert(template, rule_name="symbols"))
     while stack:
         sym = stack.pop()
@@ -164,16 +188,47 @@ def _state_reads(template: str) -> frozenset | None:
             continue
         if isinstance(sym, tg.EvalSymbol) and re.fullmatch(r"\s*\w+(\.\w+)*\s*", sym.expression):
             continue
+        if isinstance(sym, tg.NonterminalSymbol):
+            follow(sym.symbol)
+            continue
         if isinstance(sym, tg.ListSymbol):
             stack.append(sym.symbol)
+            for name in LIST_RULES:
+                follow(name)
             continue
         if isinstance(sym, tg.ConditionalSymbol):
             if sym.given:
                 preds |= {p.name for p in tg.Rule.parse_conjunctive_query(sym.given).preconditions}
             stack.append(sym.expression)
             continue
-        return None     # a nonterminal, or an eval that may read anything
+        return None     # an eval that may read anything
     return frozenset(preds)
+
+
+class CommandTexts:
+    """Command texts kept under (game, template, arguments, the facts the template reads): the command
+    memo of the module docstring, apart from the engine so that any grammar and state can be checked."""
+
+    def __init__(self, size: int = _COMMAND_MEMO_SIZE):
+        self.texts: OrderedDict = OrderedDict()
+        self.size = size
+
+    def deriver(self, game: str, grammar, facts):
+        """A ``grammar.derive`` stand-in for one state (its ``facts``) of ``game``."""
+        read: dict = {}     # predicates read -> the state's facts of those predicates (None: all facts)
+
+        def derive(start, context={}):
+            preds = state_reads(start, grammar)
+            if preds not in read:
+                read[preds] = frozenset(str(f) for f in facts if preds is None or f.name in preds)
+            key = (game, start, tuple((ph.name, v.name) for ph, v in context["mapping"].items()), read[preds])
+            text = self.texts.get(key)
+            if text is None:
+                text = self.texts[key] = type(grammar).derive(grammar, start, context)   # not the stand-in
+                while len(self.texts) > self.size:
+                    self.texts.popitem(last=False)
+            return text
+        return derive
 
 
 class Engine:
@@ -182,6 +237,9 @@ class Engine:
     Args:
         cache_size: how many parsed games to keep in memory (each a few MB).
     """
+
+    command_memo: bool = True
+    """Keep command texts (module docstring); set False on the class for every engine, or on one engine."""
 
     def __init__(self, cache_size: int = 32):
         m = import_engine()
@@ -193,8 +251,7 @@ class Engine:
         self.gamefile: str | None = None
         self.timed_out = False          # whether the last replan() hit its timeout
         self._plans: OrderedDict = OrderedDict()   # (gamefile, facts) -> (plan, timed out, timeout)
-        self.command_memo = True
-        self._commands: OrderedDict = OrderedDict()  # (game, template, args, facts read) -> text
+        self._command_texts = CommandTexts()
         self._env._gather_infos = self._gather_infos   # the instance's own: see the module docstring
         self.loads = 0  # how many times a game file was actually parsed (tests check reuse)
 
@@ -252,30 +309,20 @@ class Engine:
     def _facts_key(self) -> tuple:
         return self.gamefile, frozenset(map(str, self._env._pddl_state.facts))
 
+    @property
+    def _commands(self) -> OrderedDict:
+        """The kept command texts (tests read them)."""
+        return self._command_texts.texts
+
     def _gather_infos(self) -> None:
         """TextWorld's ``_gather_infos`` with each command text kept (module docstring)."""
         env = self._env
         gather = type(env)._gather_infos
         if not self.command_memo:
             return gather(env)
-        facts = env._pddl_state.facts
-        read: dict = {}     # predicates read -> the state's facts of those predicates (None: all facts)
         grammar = env._logic.grammar
-        derive, memo = grammar.derive, self._commands
-
-        def kept(start, context={}):
-            preds = _state_reads(start)
-            if preds not in read:
-                read[preds] = frozenset(str(f) for f in facts if preds is None or f.name in preds)
-            key = (self.gamefile, start, tuple((ph.name, v.name) for ph, v in context["mapping"].items()),
-                   read[preds])
-            text = memo.get(key)
-            if text is None:
-                text = memo[key] = derive(start, context)
-                while len(memo) > _COMMAND_MEMO_SIZE:
-                    memo.popitem(last=False)
-            return text
-        grammar.derive = kept           # _gather_infos derives command templates only
+        # _gather_infos derives command templates only, so the instance's derive stands in for the call
+        grammar.derive = self._command_texts.deriver(self.gamefile, grammar, env._pddl_state.facts)
         try:
             gather(env)
         finally:

@@ -167,6 +167,29 @@ def test_pool_scores_finished_batches_as_one_from_the_command_line(tmp_path):
     assert aa.main(missing) == 2
 
 
+def test_rescore_rewrites_a_finished_run_s_report_under_its_header(tmp_path):
+    import csv
+
+    from benchmarks.credit import advantage_accuracy as aa
+    rng = np.random.default_rng(4)
+    goals = np.repeat(np.arange(6), 5)
+    adv = rng.normal(0, 1, len(goals))
+    run = tmp_path / "run"
+    run.mkdir()
+    inputs = _inputs(adv, {"gigpo": adv + rng.normal(0, 1, len(adv)), "pace": adv}, goals)
+    inputs.save(run / "score_inputs.npz")
+    (run / "summary.md").write_text("The batch's own header.\n\nold tables\n")
+    (run / "rows.csv").write_text("kept\n")
+    assert aa.main(["--rescore", "--out", str(run)]) == 0
+    summary = (run / "summary.md").read_text()
+    assert summary.startswith("The batch's own header.\n\n") and "old tables" not in summary
+    assert "pace - gigpo" in summary and (run / "rows.csv").read_text() == "kept\n"
+    with open(run / "scores.csv") as f:
+        assert {r["estimator"] for r in csv.DictReader(f)} == {"gigpo", "pace"}
+    assert aa.main(["--rescore", "--out", str(tmp_path / "nothing")]) == 2
+    assert aa.main(["--rescore", "--overwrite", "--out", str(run)]) == 2
+
+
 def test_a_batch_folder_has_one_writer_and_continues_only_with_resume(tmp_path, capsys):
     """The tiny model never wins, so each call stops after the ground truth; what it kept is reused by
     --resume (nothing replayed), refused without it, and refused under other settings."""

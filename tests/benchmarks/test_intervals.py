@@ -161,3 +161,71 @@ def test_interval_coverage_writes_a_record_per_method_goals_and_metric(tmp_path,
 def test_interval_coverage_rejects_bad_settings(tmp_path, flags, message):
     with pytest.raises(ValueError, match=message):
         ic.main(["--out", str(tmp_path), "--pool", "8", *flags])
+
+
+def share_stat(hits):
+    return lambda rows: np.array([hits[rows].mean(), 3.0 * hits[rows].mean() - 1.0])
+
+
+def test_bounded_jackknife_keeps_a_share_near_1_inside_its_range():
+    """A share of 0.95 over 8 goals: the plain jackknife-t runs past 1, the bounded one (logit scale) stays
+    inside, is asymmetric (shorter toward the bound) and keeps the value; a component bounded by -+inf is
+    the plain interval."""
+    rng = np.random.default_rng(3)
+    groups = np.repeat(np.arange(8), 10)
+    hits = (rng.random(80) < 0.95).astype(float)
+    hits[groups == 2] = [0, 0, 0, 1, 1, 1, 1, 1, 1, 1]       # one poor goal: a wide interval
+    members = goal_members(groups)
+    point, lo, hi = jackknife_t(share_stat(hits), members)
+    b_point, b_lo, b_hi = jackknife_t(share_stat(hits), members, bounds=([0.0, -np.inf], [1.0, np.inf]))
+    assert hi[0] > 1.0                                        # what the leaderboard showed
+    assert np.array_equal(b_point, point)
+    assert 0.0 < b_lo[0] < point[0] < b_hi[0] < 1.0
+    assert b_hi[0] - point[0] < point[0] - b_lo[0]
+    assert (b_lo[1], b_hi[1]) == (lo[1], hi[1])
+
+
+def test_bounded_jackknife_on_a_bound_cuts_the_plain_interval():
+    """Leaving out the only goal with misses puts a leave-one-out share on 1 (an infinite logit): the plain
+    interval cut to [0, 1]. A value on the bound with every goal there: the degenerate [1, 1]."""
+    groups = np.repeat(np.arange(6), 5)
+    hits = np.ones(30)
+    hits[:2] = 0.0
+    members = goal_members(groups)
+    point, lo, hi = jackknife_t(share_stat(hits), members)
+    _, b_lo, b_hi = jackknife_t(share_stat(hits), members, bounds=([0.0, -np.inf], [1.0, np.inf]))
+    assert hi[0] > 1.0 and b_hi[0] == 1.0 and b_lo[0] == lo[0] > 0.0
+    ones = jackknife_t(lambda rows: np.ones(30)[rows].mean(keepdims=True), members, bounds=(0.0, 1.0))
+    assert [float(v[0]) for v in ones] == [1.0, 1.0, 1.0]
+
+
+def test_bounded_jackknife_keeps_an_undefined_interval_undefined():
+    groups = np.repeat(np.arange(4), 3)
+
+    def stat(rows):
+        return np.array([np.nan if len(set(groups[rows])) < 4 else 0.5])
+    point, lo, hi = jackknife_t(stat, goal_members(groups), bounds=(0.0, 1.0))
+    assert point[0] == 0.5 and np.isnan(lo[0]) and np.isnan(hi[0])
+
+
+def test_report_intervals_stay_inside_each_metric_s_range():
+    """A committed cell rescored: every interval of a score lies in its metric's range and every paired
+    difference's in twice it (the committed scores.csv of the same inputs had sign agreement past 1)."""
+    from pathlib import Path
+
+    from benchmarks.credit.advantage_report import METRICS, RANGES, ScoreInputs, score
+    cell = Path(__file__).resolve().parents[2] / "docs/results/advantage-accuracy/alfworld-eps0.5"
+    path = cell / "score_inputs.npz"
+    inputs, _ = ScoreInputs.load(path)
+    scored = score(inputs, "common")
+    checked = 0
+    for n in scored.names:
+        for m, metric in enumerate(METRICS):
+            low, high = RANGES[metric]
+            if np.isfinite(scored.lo[n][m]):
+                assert low <= scored.lo[n][m] <= scored.point[n][m] <= scored.hi[n][m] <= high, (n, metric)
+                checked += 1
+    assert checked > 50
+    for r in scored.pairs:
+        low, high = RANGES[r["metric"]]
+        assert np.isnan(r["lo"]) or low - high <= r["lo"] <= r["diff"] <= r["hi"] <= high - low

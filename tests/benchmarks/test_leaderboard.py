@@ -1,5 +1,6 @@
 """The credit leaderboard: run folders side by side, rank agreement, the doc block it fills."""
 import csv
+import math
 
 import pytest
 
@@ -69,3 +70,22 @@ def test_folder_without_report_is_named(tmp_path, capsys):
     with pytest.raises(SystemExit):
         leaderboard.main([str(tmp_path / "nope")])
     assert "nope: no scores.csv or pairs.csv" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("a, b, tau", [
+    ([1, 2, 3], [1, 3, 2], 1 / 3),                          # 2 concordant pairs, 1 discordant
+    ([1, 1, 2], [1, 2, 3], 2 / 6 ** 0.5),                   # one tie in a: tau-b's correction
+    ([3, 2, 1, 0], [0, 1, 2, 3], -1.0),
+    ([0.2, 0.5, 0.5, 0.1], [1.0, 2.0, 2.0, 0.0], 1.0),      # ties in both, at the same pair
+])
+def test_kendall_tau_b_by_hand(a, b, tau):
+    from benchmarks.stats import kendall_tau_b
+    assert kendall_tau_b(a, b) == pytest.approx(tau)
+    assert kendall_tau_b(b, a) == pytest.approx(tau)
+
+
+def test_kendall_tau_b_undefined():
+    from benchmarks.stats import kendall_tau_b
+    assert math.isnan(kendall_tau_b([1, 2], [2, 1])) and math.isnan(kendall_tau_b([1, 1, 1], [1, 2, 3]))
+    with pytest.raises(ValueError, match="equally long"):
+        kendall_tau_b([1, 2, 3], [1, 2])

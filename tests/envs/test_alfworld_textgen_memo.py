@@ -141,14 +141,69 @@ def test_command_memo_replays_derive_no_command(gen_cache, monkeypatch):
     assert dict(eng._commands) == kept
 
 
+def small_grammar(rules: dict):
+    import json
+
+    from textworld.envs.pddl.textgen import ContextSensitiveGrammar
+    engine.import_engine()
+    return ContextSensitiveGrammar.parse(json.dumps(rules))
+
+
+# a list's hidden separators and a named nonterminal, each conditioned on a fact of its own
+GRAMMAR = {"list_separator": [{"rhs": " plus ", "condition": "lit(r:r)"}, {"rhs": ", "}],
+           "list_last_separator": [{"rhs": " and "}],
+           "list_empty": [{"rhs": "nothing", "condition": "open(r:r)"}, {"rhs": "no idea"}],
+           "opened": [{"rhs": "#state#", "condition": "open(r:r)"}, {"rhs": "closed"}],
+           "state": [{"rhs": "open", "condition": "wide(r:r)"}, {"rhs": "ajar"}],
+           "loop": [{"rhs": "#loop#", "condition": "lit(r:r)"}]}
+
+
 @pytest.mark.parametrize("template, reads", [
-    ("go to [{r.name | receptacleatlocation(r:receptacle, lend:location)}]", {"receptacleatlocation"}),
+    ("go to [{r.name | receptacleatlocation(r:receptacle, lend:location)}]",
+     {"receptacleatlocation", "lit", "open"}),
     ("take {o} from {r}", set()),
     ("look", set()),
-    ("{o.name} [{x.name | in(x:object, r:receptacle) & openable(r:receptacle)}]", {"in", "openable"}),
-    ("#opened# {r}", None),             # a nonterminal's rules may test any fact
-    ("{o.name + r.name}", None),        # an eval may run anything
+    ("{o.name} [{x.name | in(x:object, r:receptacle) & openable(r:receptacle)}]",
+     {"in", "openable", "lit", "open"}),
+    ("#opened# {r}", {"open", "wide"}),     # a nonterminal's rules, followed through the grammar
+    ("#loop#", {"lit"}),                     # a rule that names itself is followed once
+    ("{o.name + r.name}", None),            # an eval may run anything
 ])
 def test_command_memo_keys_on_the_facts_a_template_reads(template, reads):
-    got = engine._state_reads(template)
+    got = engine.state_reads(template, small_grammar(GRAMMAR))
     assert (got if got is None else set(got)) == reads
+
+
+def test_command_memo_follows_list_rules_whose_text_changes_during_the_episode():
+    """A list's separator that depends on a fact: the kept text changes when the fact does, as the
+    grammar's own derivation does (a memo that missed the list's rules kept the first state's text)."""
+    from types import SimpleNamespace
+
+    from textworld.logic import GameLogic, Placeholder, Proposition, State, Variable
+    logic = GameLogic.parse("type o { predicates { in(o, r); lit(r); open(r); wide(r); } }\ntype r { }")
+    grammar = small_grammar(GRAMMAR)
+    box, fruit = Variable("box", "r"), [Variable(n, "o") for n in ("apple", "kiwi", "pear")]
+    infos = {v.name: SimpleNamespace(name=v.name) for v in [box, *fruit]}
+    template = "in {r.name}: [{x.name | in(x:o, r:r)}]"
+    memo = engine.CommandTexts()
+    texts = []
+    for extra in ([], [Proposition("lit", [box])], [], [Proposition("lit", [box])]):   # lit, then not, ...
+        facts = [Proposition("in", [f, box]) for f in fruit] + extra
+        context = {"state": State(logic, facts), "facts": facts, "variables": {"r": infos["box"]},
+                   "mapping": {Placeholder("r", "r"): box}, "entity_infos": infos}
+        kept = memo.deriver("game", grammar, facts)(template, context)
+        assert kept == grammar.derive(template, context)
+        texts.append(kept)
+    assert texts[0] != texts[1] and texts[0] == texts[2] and texts[1] == texts[3]
+    assert len(memo.texts) == 2         # one text per (template, arguments, facts read): replays derive none
+
+
+def test_command_memo_switch_on_the_class_turns_off_every_engine(gen_cache, monkeypatch):
+    monkeypatch.setattr(engine.Engine, "command_memo", False)
+    env = make_env(gen_cache)
+    play(env, env.unwrapped.task_ids[0], 3)
+    assert not env.unwrapped._get_engine()._commands
+    monkeypatch.undo()
+    env = make_env(gen_cache)
+    play(env, env.unwrapped.task_ids[0], 3)
+    assert env.unwrapped._get_engine()._commands

@@ -155,3 +155,15 @@ def test_bad_spec2_settings_are_errors(name, opts, msg):
     b = StepBatch(**base(anchor=["a", "b"], resp_len=[1, 1], old_logp_sum=[-1.0, -2.0]))
     with pytest.raises(ValueError, match=msg):
         compute_advantages(b, name, **opts)
+
+
+@pytest.mark.parametrize("option, value", [("gamma", np.nan), ("eps", float("inf")), ("step_weight", -np.inf),
+                                           ("equal_tol", np.float32("nan")), ("bepo_min_successors", np.nan)])
+@pytest.mark.parametrize("estimator", ["grpo", "gigpo", "bipace"])
+def test_non_finite_option_names_the_option(estimator, option, value):
+    """Called directly (not through TrainConfig), a NaN option is refused by name, whatever the estimator
+    reads: NaN passes every range check (nan < 0 is False) and would make every advantage NaN."""
+    batch = make_batch([(0, [("a", 0.0), ("b", 1.0)]), (0, [("a", 0.0)])], embed=lambda x: np.ones(2))
+    with pytest.raises(ValueError, match=f"estimator option {option} must be a finite number"):
+        compute_advantages(batch, estimator, **{option: value})
+    compute_advantages(batch, estimator, **{option: 0.5})      # a finite value of the same option is taken
