@@ -344,6 +344,11 @@ def bipace(batch: StepBatch, o: EstimatorOptions) -> np.ndarray:
     return episode_term(batch, o) + o.step_weight * step
 
 
+# options whose +inf is a documented limit, not an overflow
+INFINITY_MEANS = {"ecpo_kappa": "no shrunk action term, the GRPO limit",
+                  "bepo_min_successors": "the gate never opens, GRPO"}
+
+
 def resolve_options(name: str, **options) -> EstimatorOptions:
     if name not in REGISTRY:
         raise ValueError(f"unknown estimator {name!r}; available: {available_estimators()}")
@@ -352,7 +357,9 @@ def resolve_options(name: str, **options) -> EstimatorOptions:
         raise ValueError(f"unknown estimator option(s) {unknown}; known options: {list(OPTION_NAMES)}")
     for key, value in options.items():    # NaN passes every range check below and poisons the advantages
         if isinstance(value, numbers.Real) and not isinstance(value, bool) and not math.isfinite(value):
-            raise ValueError(f"estimator option {key} must be a finite number; got {value!r}")
+            if not (value == math.inf and key in INFINITY_MEANS):
+                allowed = f" (or inf: {INFINITY_MEANS[key]})" if key in INFINITY_MEANS else ""
+                raise ValueError(f"estimator option {key} must be a finite number{allowed}; got {value!r}")
     o = replace(EstimatorOptions(), **options)
     if o.mode is None:
         o = replace(o, mode=REGISTRY[name].default_mode)

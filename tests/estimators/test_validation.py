@@ -167,3 +167,13 @@ def test_non_finite_option_names_the_option(estimator, option, value):
     with pytest.raises(ValueError, match=f"estimator option {option} must be a finite number"):
         compute_advantages(batch, estimator, **{option: value})
     compute_advantages(batch, estimator, **{option: 0.5})      # a finite value of the same option is taken
+
+
+@pytest.mark.parametrize("option", ["ecpo_kappa", "bepo_min_successors"])
+def test_inf_is_taken_only_where_it_is_a_documented_limit(option):
+    batch = make_batch([(0, [("a", 0.0), ("b", 1.0)]), (0, [("a", 0.0)])], embed=lambda x: np.ones(2))
+    compute_advantages(batch, "grpo", **{option: np.inf})
+    with pytest.raises(ValueError, match=f"estimator option {option} must be a finite number \\(or inf: "):
+        compute_advantages(batch, "grpo", **{option: np.nan})
+    with pytest.raises(ValueError, match="estimator option gamma must be a finite number; got inf"):
+        compute_advantages(batch, "grpo", gamma=np.inf)
