@@ -58,7 +58,7 @@ class ReplayPrefix(gym.Wrapper):
             return obs, info
         first, history = (obs, info), []
         for k, action in enumerate(replay.actions):
-            self._check(replay, k, info.get("anchor", obs), seed)
+            self.check(replay, k, info.get("anchor", obs), seed)
             next_obs, _, terminated, truncated, info = self.env.step(action)
             history.append((obs, action))
             obs = next_obs
@@ -66,11 +66,12 @@ class ReplayPrefix(gym.Wrapper):
                 raise ReplayDivergence(f"replay of task {options.get('task_id')!r} (seed {seed}) ended at "
                                        f"step {k} of a recorded {len(replay.actions)}-action prefix")
         if len(replay.anchors) > len(replay.actions):
-            self._check(replay, len(replay.actions), info.get("anchor", obs), seed)
+            self.check(replay, len(replay.actions), info.get("anchor", obs), seed)
         info = dict(info, replay_history=history, replay_first=first)
         return obs, info
 
-    def _check(self, replay: Replay, k: int, anchor, seed) -> None:
+    def check(self, replay: Replay, k: int, anchor, seed) -> None:
+        """Raise ``ReplayDivergence`` unless ``anchor`` hashes to the recorded ``replay.anchors[k]``."""
         got = anchor_hash(anchor)
         if got != replay.anchors[k]:
             env = type(self.env.unwrapped).__name__

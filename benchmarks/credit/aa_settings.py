@@ -11,7 +11,7 @@ import dataclasses
 from pathlib import Path
 
 from benchmarks.credit.cells import CELLS, DEFAULT_SIZE, SIZES
-from benchmarks.credit.scripted import parse_policy
+from benchmarks.credit.scripted_policy import parse_policy
 
 DESCRIPTION = ("Which estimator assigns credit best: every estimator's advantages against Monte-Carlo "
                "advantages of the real policy, on the same real rollouts.")
@@ -61,6 +61,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--group-size", type=int, help="G: episodes per goal (default: the preset's Size)")
     p.add_argument("--samples", type=int,
                    help="K: MC continuations per distinct state (default: the preset's Size)")
+    p.add_argument("--truth", choices=["plain", "strata"],
+                   help="plain: K continuations per distinct state; strata: K per distinct state and "
+                        "recorded action, the scripted policy's own probabilities as a control variate "
+                        "(default: the cell's or preset's Size)")
     p.add_argument("--screen-repeats", type=int,
                    help="episodes per candidate goal in the screen (0: no screen, the first B candidates; "
                         "default: the preset's Size)")
@@ -110,6 +114,9 @@ def settings(args):
     for name in ("tasks", "group_size", "samples"):
         if getattr(args, name) < (2 if name == "samples" else 1):
             raise ValueError(f"--{name.replace('_', '-')} must be >= {2 if name == 'samples' else 1}")
+    if args.truth == "strata" and not args.scripted:
+        raise ValueError("--truth strata needs a scripted policy's exact action probabilities (--policy "
+                         "scripted:EPS); a model policy samples the plain truth")
     if cfg.rl_rename > 0:
         raise ValueError("rl_rename > 0 plays renamed worlds that a replay cannot rebuild; use rl_rename=0")
     return cfg, dataclasses.replace(

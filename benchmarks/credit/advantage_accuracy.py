@@ -27,8 +27,10 @@ setting that shaped the folder's files; a rerun with another one stops and names
 4. Ground truth (``mc_truth.py``): from each distinct state s_t of the batch, ``--samples`` K continuations
    with the same policy and temperature, from a random stream of their own, the state reached by
    deterministic replay (reset with the episode's task and seed, its action prefix re-applied and every
-   observation hash checked); every continuation's first prompt is checked against the recorded one, token
-   for token. V(s_t) is their mean return, Q(s_t, a_t) = r_t + gamma W(s_{t+1}); A = Q - V with its
+   observation hash checked) and the player's own state with it (``players.py``: a model's prompt history,
+   each first prompt checked against the recorded one token for token; a scripted policy's expert state,
+   rebuilt by asking it along the prefix, each answer checked against the recorded suggestion). V(s_t) is
+   their mean return, Q(s_t, a_t) = r_t + gamma W(s_{t+1}); A = Q - V with its
    standard error (floored: K agreeing samples do not make a value certain). The same for the env's
    expert (deterministic, no model calls): QVal's reference-policy view.
 5. Scores (``advantage_report.py``): pooled and within-goal correlations, sign agreement, scaled NMSE,
@@ -60,7 +62,7 @@ import numpy as np
 from benchmarks.credit.aa_settings import (build_parser, default_policy, settings,
                                            with_policy)
 from benchmarks.credit.cells import CELLS, DEFAULT_SIZE, SIZES, Size  # noqa: F401  (Size: users' sizes)
-from benchmarks.credit.scripted import ExpertCannotAct
+from benchmarks.credit.scripted_policy import ExpertCannotAct
 
 
 def batch_goals(run: Path) -> list[str]:
@@ -110,49 +112,70 @@ def candidate_goals(args, trainer) -> list:
     return tasks
 
 
-def ground_truth(trainer, saved: dict, args, out: Path):
-    """MC truth of the batch's rows (continuations kept in continuations.jsonl) and the expert's A (its
-    values kept by state key in expert_values.json)."""
-    from benchmarks.credit.mc_truth import (ContinuationStore, episodes_of, expert_advantage,
-                                            expert_values, mc_truth, plan_starts, run_continuations)
-    from benchmarks.credit.policy_play import PolicyPlay, recorded_prompts
+def truth_plan(saved: dict, truth: str):
+    """(plan, its store's file name) of the truth's sampling scheme: plain continuations per distinct state,
+    or the scripted policy's strata (``strata.py``)."""
+    from benchmarks.credit.mc_truth import episodes_of, plan_starts
+    ro = saved["ro"]
+    episodes = episodes_of(ro, saved["tasks"], saved["seeds"])
+    if truth == "strata":
+        from benchmarks.credit.strata import plan_strata
+        return plan_strata(episodes, np.exp(ro.batch.old_logp_sum)), "strata.jsonl"
+    return plan_starts(episodes), "continuations.jsonl"
+
+
+def ground_truth(trainer, player, saved: dict, samples: int, out: Path, truth_kind: str = "plain",
+                 progress: bool = True):
+    """MC truth of the batch's rows (continuations kept in continuations.jsonl, or strata.jsonl), its two
+    split halves' advantages and, where the player is not the env's expert itself, the expert's A (its values
+    kept by state key in expert_values.json)."""
+    from benchmarks.credit import strata
+    from benchmarks.credit.mc_noise import split_half_advantages
+    from benchmarks.credit.mc_truth import (ContinuationStore, expert_advantage, expert_values, mc_truth,
+                                            run_continuations)
     c, ro = trainer.cfg, saved["ro"]
-    plan = plan_starts(episodes_of(ro, saved["tasks"], saved["seeds"]))
-    store = ContinuationStore(out / "continuations.jsonl")
-    todo = sum(max(0, args.samples - store.count(k)) for k in plan.keys)
-    print(f"ground truth: {len(plan.starts)} distinct states of {len(ro.batch)} rows x K={args.samples}; "
+    plan, store_name = truth_plan(saved, truth_kind)
+    store = ContinuationStore(out / store_name)
+    todo = sum(max(0, samples - store.count(k)) for k in plan.keys)
+    units = "distinct (state, recorded action) strata" if truth_kind == "strata" else "distinct states"
+    print(f"ground truth ({truth_kind}): {len(plan.starts)} {units} of {len(ro.batch)} rows x K={samples}; "
           f"{todo} continuations to play", flush=True)
     t0 = time.perf_counter()
     if todo:
-        if args.scripted:
-            from benchmarks.credit.scripted import ScriptedPlay
-            play = ScriptedPlay(trainer, args.scripted, args.seed, args.workers, chunk=args.chunk)
-        else:
-            play = PolicyPlay(trainer, min(args.chunk, todo), args.seed, recorded_prompts(plan, ro))
+        play = player.continuations(plan, saved, todo)
         try:
-            run_continuations(plan, args.samples, play, store, play.chunk, c.gamma,
-                              progress=not args.no_progress)
+            run_continuations(plan, samples, play, store, play.chunk, c.gamma, progress=progress)
         finally:
             play.close()
-        if not args.scripted:
-            print(f"every continuation's first prompt was the recorded one ({play.checked} checked)",
-                  flush=True)
+        print(player.checked_line(play), flush=True)
     mc_s = time.perf_counter() - t0
-    truth = mc_truth(plan, store, ro.batch.reward, ro.batch.action_valid, c.gamma, c.invalid_penalty)
-    if args.scripted:       # the policy is the expert but for eps; its own view would cost a second MC pass
-        return truth, None, mc_s
+    b = ro.batch
+    if truth_kind == "strata":
+        truth = strata.strata_truth(plan, store, b.reward, c.gamma)
+        halves = strata.split_half_advantages(plan, store, b.reward, c.gamma)
+    else:
+        truth = mc_truth(plan, store, b.reward, b.action_valid, c.gamma, c.invalid_penalty)
+        halves = split_half_advantages(plan, store, b.reward, b.action_valid, c.gamma, c.invalid_penalty)
+    if not player.expert_view:      # the policy is the expert but for eps: no second, independent view
+        return truth, np.stack(halves), None, mc_s
     expert_file = out / "expert_values.json"
+    states = plan_states(saved)
     known = json.loads(expert_file.read_text()) if expert_file.exists() else {}
-    if any(k not in known for k in plan.keys):
+    if any(k not in known for k in states.keys):
         spec = trainer.spec
-        values = expert_values(plan, trainer.make_env, spec.expert, spec.reward_map, c.gamma,
+        values = expert_values(states, trainer.make_env, spec.expert, spec.reward_map, c.gamma,
                                spec.expert_reset_options)
-        known = {k: float(v) for k, v in zip(plan.keys, values)}
+        known = {k: float(v) for k, v in zip(states.keys, values)}
         expert_file.write_text(json.dumps(known))
-    w_expert = np.array([known[k] for k in plan.keys])
-    expert_adv = expert_advantage(plan, w_expert, ro.batch.reward, ro.batch.action_valid, c.gamma,
-                                  c.invalid_penalty)
-    return truth, expert_adv, mc_s
+    w_expert = np.array([known[k] for k in states.keys])
+    expert_adv = expert_advantage(states, w_expert, b.reward, b.action_valid, c.gamma, c.invalid_penalty)
+    return truth, np.stack(halves), expert_adv, mc_s
+
+
+def plan_states(saved: dict):
+    """The batch's distinct states (``mc_truth.plan_starts``)."""
+    from benchmarks.credit.mc_truth import episodes_of, plan_starts
+    return plan_starts(episodes_of(saved["ro"], saved["tasks"], saved["seeds"]))
 
 
 def write_rows(path: Path, saved: dict, truth, expert_adv, estimates: dict) -> None:
@@ -171,7 +194,7 @@ def write_rows(path: Path, saved: dict, truth, expert_adv, estimates: dict) -> N
 
 
 KEPT = ("screen.json", "screen.chunks.jsonl", "goals.json", "batch.pkl", "continuations.jsonl",
-        "expert_values.json")
+        "strata.jsonl", "expert_values.json")
 
 
 def manifest_settings(args, cfg, policy: str) -> dict:
@@ -188,7 +211,11 @@ def manifest_settings(args, cfg, policy: str) -> dict:
             "goals": goals, "exclude": sorted(excluded_goals(args)),
             "candidates": args.candidates, "tasks": args.tasks, "group_size": args.group_size,
             "samples": args.samples, "screen_repeats": args.screen_repeats, "seed": args.seed,
-            "chunk": args.chunk, **({"embed_model": cfg.model} if args.scripted else {})}
+            **({"truth": args.truth} if args.truth != "plain" else {}),   # plain: what every earlier run did
+            "chunk": args.chunk,
+            # policy_state: continuations rebuild and check the scripted policy's own state (before it,
+            # WebShop's continuations followed an oracle that never fell back)
+            **({"embed_model": cfg.model, "policy_state": "replayed"} if args.scripted else {})}
 
 
 def report(inputs, out: Path, header: str) -> tuple:
@@ -238,8 +265,8 @@ def run_batch(args, out: Path) -> dict:
     from estimators import available_estimators
     from benchmarks.credit.advantage_report import COMMON_MODE, ScoreInputs, estimator_advantages, plot
     from benchmarks.credit.manifest import check_manifest
-    from benchmarks.credit.policy_play import choose_goals, record_batch, screen
-    from benchmarks.credit.scripted import record_scripted_batch, screen_scripted
+    from benchmarks.credit.players import make_player
+    from benchmarks.credit.policy_play import choose_goals
     from benchmarks.credit.user_estimator import load_user_estimator
     preset_cfg, cfg = settings(args)
     policy = default_policy(args, preset_cfg)
@@ -247,10 +274,10 @@ def run_batch(args, out: Path) -> dict:
     cfg = with_policy(cfg, policy, out / "policy")
     wall0 = time.perf_counter()
     trainer = Trainer(cfg)
+    player = make_player(trainer, args.scripted, args.seed, args.chunk, args.workers)
     tasks = candidate_goals(args, trainer)
     if args.screen_repeats > 0:
-        scr = (screen_scripted(trainer, args.scripted, tasks, args.screen_repeats, args.seed, out)
-               if args.scripted else screen(trainer, tasks, out))
+        scr = player.screen(tasks, args.screen_repeats, out)
         goals, note = choose_goals(scr["by_task"], tasks, args.tasks, args.seed)
         note += (f" (screen success {100 * scr['eval_success']:.1f}% over {args.screen_repeats} "
                  "episode(s) each)")
@@ -262,8 +289,7 @@ def run_batch(args, out: Path) -> dict:
     (out / "goals.json").write_text(json.dumps([str(g) for g in goals]))
     if len(goals) != cfg.batch_tasks:          # fewer usable goals than --tasks: a smaller batch
         trainer.cfg = cfg = dataclasses.replace(cfg, batch_tasks=len(goals))
-    saved = (record_scripted_batch(trainer, args.scripted, goals, args.seed, out) if args.scripted else
-             record_batch(trainer, goals, args.seed, out))
+    saved = player.record_batch(goals, out)
     ro = saved["ro"]
     won = float(ro.success.mean())
     print(f"batch: {len(goals)} goals x G={cfg.group_size}, {len(ro.batch)} rows, success {100 * won:.1f}%",
@@ -277,7 +303,8 @@ def run_batch(args, out: Path) -> dict:
                  "(--finished-goals: the run was stopped before the rest)")
         ro = saved["ro"]
         won = float(ro.success.mean())
-    truth, expert_adv, mc_s = ground_truth(trainer, saved, args, out)
+    truth, halves, expert_adv, mc_s = ground_truth(trainer, player, saved, args.samples, out, args.truth,
+                                                   not args.no_progress)
     if not np.any(truth.adv != 0):
         raise SystemExit("every MC advantage is zero (no continuation from any state won): the policy never "
                          "wins these goals, so no estimator has anything to be right about")
@@ -285,10 +312,9 @@ def run_batch(args, out: Path) -> dict:
     names = list(names) + [load_user_estimator(spec) for spec in args.estimator]
     own = estimator_advantages(ro.batch, cfg.estimator_kwargs(), names)
     common = estimator_advantages(ro.batch, cfg.estimator_kwargs(), names, mode=COMMON_MODE)
-    inputs = ScoreInputs.of(truth, ro.batch.group_id, expert_adv, own, common)
+    inputs = ScoreInputs.of(truth, ro.batch.group_id, expert_adv, own, common, halves)
     inputs.save(out / "score_inputs.npz", won=won)
     write_rows(out / "rows.csv", saved, truth, expert_adv, own)
-    reliable = 1 - float(np.mean(truth.se ** 2) / max(np.var(truth.adv), 1e-12))
     splits = "+".join(args.splits or [cfg.train_split])
     who = (f"scripted policy (the expert, eps {args.scripted.eps:g} random; {Path(cfg.model).name} embeds "
            "the prompts)" if args.scripted else f"policy {Path(policy).name}, T={cfg.temperature}")
@@ -296,10 +322,12 @@ def run_batch(args, out: Path) -> dict:
                 else f"goals of {splits}")
     setting = (f"{cfg.env} ({goals_of}), {who}: {len(goals)} goals x G={cfg.group_size} "
                f"({len(ro.batch)} rows, episode success {100 * won:.1f}%), K={args.samples} continuations "
-               f"per distinct state, gamma {cfg.gamma}, seed {args.seed}")
+               + ("per distinct (state, recorded action) stratum (the policy's probabilities as a control "
+                  "variate)" if args.truth == "strata" else "per distinct state")
+               + f", gamma {cfg.gamma}, seed {args.seed}")
     header = (f"Estimator advantages vs Monte-Carlo A = Q - V on the same real rollouts: {setting}. "
-              f"{note}. Reliability of the MC A (share of its variance that is not sampling noise): "
-              f"{reliable:.2f}; mean SE {truth.se.mean():.3f}, mean |A| {np.abs(truth.adv).mean():.3f}. "
+              f"{note}. Mean SE of A {truth.se.mean():.3f} (each state's variance shrunk toward the batch's "
+              f"pooled one, mc_noise.pooled_se), mean |A| {np.abs(truth.adv).mean():.3f}. "
               f"Rows with |A| > 2 SE (sign column): {int(np.sum(np.abs(truth.adv) > 2 * truth.se))}.")
     scored_own, scored_common, table = report(inputs, out, header)
     plot(scored_own, own, truth.adv, truth.se, out / "accuracy.png", setting)

@@ -55,6 +55,7 @@ RANGES = {"pearson": (-1, 1), "pearson_within": (-1, 1), "spearman": (-1, 1), "s
 BOUNDS = tuple(np.array([RANGES[m][k] for m in METRICS], dtype=float) for k in (0, 1))
 DIFF_BOUNDS = (BOUNDS[0] - BOUNDS[1], BOUNDS[1] - BOUNDS[0])
 COMMON_MODE = "mean_norm"
+LOW_RELIABILITY = 0.3     # below it the truth is mostly noise: a column says so and does not rank
 # BiPACE's ingredients apart: action keys (pace - gigpo), hidden-state groups (bigpo - gigpo), hidden states
 # on top of action keys (bipace - pace), and both (bipace - gigpo); every other estimator is then set
 # against BASELINE
@@ -116,17 +117,35 @@ class ScoreInputs:
     start_se: np.ndarray
     expert_adv: np.ndarray | None
     estimates: dict = field(default_factory=dict)    # {"own": {name: Estimate}, "common": {...}}
+    noise_var: np.ndarray | None = None  # per row: the unfloored sampling variance of A (mc_noise)
+    halves: np.ndarray | None = None     # (2, rows): A from each half of the continuations (split-half)
 
     @classmethod
-    def of(cls, truth, groups, expert_adv, own: dict, common: dict) -> "ScoreInputs":
+    def of(cls, truth, groups, expert_adv, own: dict, common: dict, halves=None) -> "ScoreInputs":
         return cls(np.asarray(groups).astype(str), truth.adv, truth.se, np.asarray(truth.row_start),
-                   truth.v, truth.v_se, expert_adv, {"own": own, "common": common})
+                   truth.v, truth.v_se, expert_adv, {"own": own, "common": common}, truth.noise_var,
+                   None if halves is None else np.asarray(halves, dtype=float))
+
+    def reliability(self) -> tuple[float, float]:
+        """(1 - mean(noise) / var(A), the split-half correlation stepped up by Spearman-Brown): the share of
+        A's spread across rows that is not sampling noise, two ways; NaN where not recorded (runs before
+        2026-12-07). The first ignores that rows sharing a state share its error (``mc_noise`` corrects for
+        that in one batch); over a batch's hundreds of rows the two agree (docs/advantage-accuracy.md)."""
+        from benchmarks.credit.mc_noise import reliability_of
+        unbiased = (reliability_of(self.adv, float(np.mean(self.noise_var)))
+                    if self.noise_var is not None else float("nan"))
+        split = float("nan")
+        if self.halves is not None and min(np.std(self.halves[0]), np.std(self.halves[1])) > 0:
+            r = float(np.corrcoef(self.halves[0], self.halves[1])[0, 1])
+            split = 2 * r / (1 + r)
+        return unbiased, split
 
     def save(self, path: Path, **extra) -> None:
         """Write to a compressed .npz (numbers only, no pickle: small enough to keep beside the docs)."""
         arrays = {k: getattr(self, k) for k in ("goal", "adv", "se", "start", "start_v", "start_se")}
-        if self.expert_adv is not None:
-            arrays["expert_adv"] = self.expert_adv
+        for name in ("expert_adv", "noise_var", "halves"):
+            if getattr(self, name) is not None:
+                arrays[name] = getattr(self, name)
         reasons = {}
         for kind, ests in self.estimates.items():
             for name, e in ests.items():
@@ -153,8 +172,9 @@ class ScoreInputs:
             for key, reason in meta.pop("reasons").items():
                 kind, name = key.split("/")
                 estimates[kind][name] = Estimate(None, reason=reason)
+            optional = {k: z[k] if k in z.files else None for k in ("expert_adv", "noise_var", "halves")}
             inputs = cls(z["goal"].astype(str), z["adv"], z["se"], z["start"], z["start_v"], z["start_se"],
-                         z["expert_adv"] if "expert_adv" in z.files else None, estimates)
+                         optional["expert_adv"], estimates, optional["noise_var"], optional["halves"])
         return inputs, meta
 
     @classmethod
@@ -167,12 +187,16 @@ class ScoreInputs:
         for kind in ("own", "common"):
             names = sorted(set.intersection(*(set(p.estimates[kind]) for p in parts)))
             estimates[kind] = {n: _pooled_estimate([p.estimates[kind][n] for p in parts]) for n in names}
-        expert = (None if any(p.expert_adv is None for p in parts)
-                  else np.concatenate([p.expert_adv for p in parts]))
+
+        def joined(name, axis=0):
+            return (None if any(getattr(p, name) is None for p in parts)
+                    else np.concatenate([getattr(p, name) for p in parts], axis=axis))
+        expert = joined("expert_adv")
         return cls(np.concatenate([np.char.add(f"{lab}:", p.goal) for lab, p in zip(labels, parts)]),
                    np.concatenate([p.adv for p in parts]), np.concatenate([p.se for p in parts]),
                    np.concatenate(starts), np.concatenate([p.start_v for p in parts]),
-                   np.concatenate([p.start_se for p in parts]), expert, estimates)
+                   np.concatenate([p.start_se for p in parts]), expert, estimates, joined("noise_var"),
+                   joined("halves", axis=1))
 
 
 def _pooled_estimate(parts: list[Estimate]) -> Estimate:
@@ -252,6 +276,7 @@ class Scored:
     pairs: list                 # dicts: pair, metric, diff, lo, hi, beyond_interval, better
     n_rows: int
     n_goals: int
+    reliability: tuple = (float("nan"), float("nan"))   # ScoreInputs.reliability(): unbiased, split-half
 
 
 def default_pairs(names) -> list[tuple[str, str]]:
@@ -293,7 +318,7 @@ def score(inputs: ScoreInputs, kind: str = "common", pairs=None) -> Scored:
             better = "" if not beyond else a if (diff[m] > 0) == HIGHER_BETTER[metric] else b
             rows.append({"pair": f"{a} - {b}", "metric": metric, "diff": float(diff[m]), "lo": float(d_lo[m]),
                          "hi": float(d_hi[m]), "beyond_interval": beyond, "better": better})
-    return Scored(kind, names, na, point, lo, hi, rows, len(inputs.adv), len(members))
+    return Scored(kind, names, na, point, lo, hi, rows, len(inputs.adv), len(members), inputs.reliability())
 
 
 def _cell(value: float, lo: float, hi: float) -> str:
@@ -322,9 +347,35 @@ def pair_table(s: Scored) -> list[str]:
     return lines
 
 
+def reliability_lines(s: Scored) -> list[str]:
+    """The truth's reliability, a warning below ``LOW_RELIABILITY``, and each estimator's Pearson r beside
+    the same r disattenuated by it (r / sqrt(reliability): its correlation with the noise-free A, since the
+    estimators' advantages carry none of the truth's sampling noise)."""
+    rel, split = s.reliability
+    if not np.isfinite(rel):
+        return ["Reliability of the MC A: not recorded (a run before the unfloored noise was kept)."]
+    lines = [f"Reliability of the MC A (share of its spread across rows that is not sampling noise): "
+             f"{rel:.3f} from the per-state sample variances, {split:.3f} split-half (Spearman-Brown)."]
+    if rel < LOW_RELIABILITY:
+        lines += ["", f"**Low reliability ({rel:.2f} < {LOW_RELIABILITY}): the truth is mostly noise here; "
+                      "these figures do not rank the estimators.**"]
+    i = METRICS.index("pearson")
+    lines += ["", f"Pearson r at {COMMON_MODE}, raw and disattenuated (r / sqrt({rel:.3f})):", "",
+              "| estimator | Pearson r | disattenuated |", "|---|---|---|"]
+    for n in sorted(s.names, key=lambda n: -s.point[n][i]):
+        lines.append(f"| {n} | {s.point[n][i]:.3f} | {disattenuated(s.point[n][i], rel):.3f} |")
+    return lines
+
+
+def disattenuated(r: float, reliability: float) -> float:
+    from benchmarks.credit.mc_noise import disattenuate
+    return disattenuate(r, reliability)
+
+
 def markdown(own: Scored, common: Scored, header: str) -> str:
     interval = f"95% jackknife-t interval over {common.n_goals} goals"
-    lines = [header, "", f"Each estimator at its own normalisation (what training uses); [{interval}]:", "",
+    lines = [header, "", *reliability_lines(common), "",
+             f"Each estimator at its own normalisation (what training uses); [{interval}]:", "",
              *table(own), "", f"Every estimator at one normalisation ({COMMON_MODE}), so that differences "
              "measure credit, not normalisation:", "", *table(common), "",
              f"Paired differences at {COMMON_MODE} (a - b, same goals; {interval}; **bold** = the interval "
@@ -347,6 +398,10 @@ def verdict(s: Scored, metric: str = "pearson") -> list[str]:
 
 
 def write_csvs(scored: list[Scored], out: Path) -> None:
+    """scores.csv, pairs.csv and reliability.json (what the leaderboard reads) in ``out``."""
+    rel, split = scored[0].reliability
+    (out / "reliability.json").write_text(json.dumps({"unbiased": rel if np.isfinite(rel) else None,
+                                                      "split_half": split if np.isfinite(split) else None}))
     with open(out / "scores.csv", "w", newline="") as f:
         w = csv.writer(f)
         w.writerow(["normalisation", "estimator", "metric", "value", "lo", "hi"])

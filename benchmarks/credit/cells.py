@@ -14,13 +14,17 @@ from dataclasses import dataclass
 @dataclass(frozen=True)
 class Size:
     """How much the benchmark plays: B goals x G episodes, K continuations per distinct state, and the
-    screen's episodes per candidate goal and how many candidates it plays (0 = all). Named per training
-    preset (``SIZES``) or per cell; flags override."""
+    screen's episodes per candidate goal and how many candidates it plays (0 = all), and how the truth
+    samples. Named per training preset (``SIZES``) or per cell; flags override."""
     tasks: int
     group_size: int
     samples: int
     screen_repeats: int
     candidates: int = 0
+    truth: str = "plain"
+    """How the Monte-Carlo truth samples: "plain" (K continuations per distinct state) or "strata" (K per
+    distinct state and recorded action, the policy's own probabilities as a control variate: scripted
+    policies only; ``strata.py``)."""
 
 
 SIZES = {

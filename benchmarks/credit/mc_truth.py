@@ -18,10 +18,14 @@ V and the previous row's Q, and episodes that share a prefix (a group's G episod
 The values are those of the estimators' returns: discounted by gamma, the invalid-format penalty c
 subtracted from the row's own return only (``estimators.step_returns``).
 The recorded episode itself is not one of the samples: its return is what the estimators saw, and the
-ground truth must not share their noise. Every value's standard error has a floor (``se_floor``): K
-continuations that all agree (all lost, or all won) do not make a state's value certain, so the floor is
-the standard error of a win rate under a Beta(1, 1) prior, (wins + 1) / (K + 2), scaled by the largest
-return a continuation reached; the reliability, the |A| > 2 SE sign set and the impurity test all use it.
+ground truth must not share their noise. Standard errors (``mc_noise.py``, measured against dynamic
+programming by ``truth_check.py``): K continuations that all agree (all lost, or all won) do not make a
+state's value certain, and K = 8 sample variances are noisy, so each state's variance gets a prior, the
+batch's pooled within-state variance worth ``mc_noise.NU0`` samples (``se="pooled"``, the default); the
+|A| > 2 SE sign set and the impurity test then keep their nominal error rates. ``se="floor"`` is the old
+rule (the SE of a Beta(1, 1) win rate times the batch's largest return, as a minimum: far too wide);
+``truth.noise_var`` is each row's unfloored sampling variance, what ``mc_noise.unbiased_reliability``
+budgets.
 """
 from __future__ import annotations
 
@@ -35,6 +39,9 @@ import numpy as np
 
 from agents.dynamic_sampling import select_envs
 from agents.replay import Replay, anchor_hash
+from benchmarks.credit import mc_noise
+from benchmarks.credit.mc_noise import SE_RULE, Samples, row_advantage, row_noise, start_se, start_stats
+from benchmarks.credit.mc_noise import se_floor  # noqa: F401  (the old floor's formula, imported from here)
 
 
 @dataclass(frozen=True)
@@ -164,9 +171,11 @@ def run_continuations(plan: StartPlan, k: int, play: Callable, store: Continuati
 
 @dataclass
 class Truth:
-    """Per-row Monte-Carlo values: Q(s_t, a_t), V(s_t), A = Q - V with its standard error (floored,
-    ``se_floor``), and the number of samples behind V; ``v_start``/``se_start`` hold each start's V and its
-    standard error, ``row_start`` each row's start (the state it acted in: groups' purity)."""
+    """Per-row Monte-Carlo values: Q(s_t, a_t), V(s_t), A = Q - V with its standard error (``se``, by the SE
+    rule ``mc_noise.SE_RULES``), and the number of samples behind V; ``v_start``/``se_start`` hold each
+    start's V and its standard error, ``row_start`` each row's start (the state it acted in: groups'
+    purity); ``noise_var`` each row's unbiased sampling variance of A, no floor (``mc_noise.row_noise``: what
+    a reliability needs)."""
     q: np.ndarray
     v: np.ndarray
     adv: np.ndarray
@@ -177,59 +186,38 @@ class Truth:
     v_start: np.ndarray
     se_start: np.ndarray
     row_start: np.ndarray | None = None
-
-
-def _mean_se(values: list) -> tuple[float, float]:
-    x = np.asarray(values, dtype=float)
-    se = float(x.std(ddof=1) / np.sqrt(len(x))) if len(x) > 1 else float("nan")
-    return float(x.mean()), se
-
-
-def se_floor(wins: np.ndarray, n: np.ndarray, scale: float) -> np.ndarray:
-    """The least standard error a value of ``n`` continuations with ``wins`` wins may claim: that of a
-    win rate under a Beta(1, 1) prior, sqrt(p (1 - p) / n) with p = (wins + 1) / (n + 2), times ``scale``
-    (the largest return a continuation reached). Positive even when every sample agrees."""
-    wins, n = np.asarray(wins, dtype=float), np.asarray(n, dtype=float)
-    p = (wins + 1) / (n + 2)
-    return scale * np.sqrt(p * (1 - p) / n)
+    noise_var: np.ndarray | None = None
 
 
 def next_values(plan: StartPlan, per_start: np.ndarray) -> np.ndarray:
     """Per row, a per-start value at s_{t+1}; 0 after the episode's last row."""
-    nxt = plan.row_next
-    return np.where(nxt >= 0, per_start[np.maximum(nxt, 0)], 0.0)
+    return mc_noise.next_values(plan.row_next, per_start)
 
 
 def row_q(plan: StartPlan, w: np.ndarray, reward, valid, gamma: float, invalid_penalty: float) -> np.ndarray:
     """Q(s_t, a_t) = r_t - c [a_t invalid] + gamma W(s_{t+1}) of every row, from per-start values W of the
     policy whose Q it is (deterministic transitions)."""
-    reward, valid = np.asarray(reward, dtype=float), np.asarray(valid, dtype=bool)
-    return reward - invalid_penalty * (~valid) + gamma * next_values(plan, w)
+    return mc_noise.row_q(plan.row_next, w, reward, valid, gamma, invalid_penalty)
+
+
+def truth_of(plan: StartPlan, samples: Samples, reward, valid, gamma: float, invalid_penalty: float,
+             se: str = SE_RULE) -> Truth:
+    """Q, V and A of every row from every start's continuation returns (``Samples``, two or more a start),
+    with standard errors by the rule ``se`` (``mc_noise.start_se``)."""
+    stats = start_stats(mc_noise.samples_for(plan, samples, invalid_penalty))
+    v_se, w_se = start_se(se, stats)
+    q, v, adv = row_advantage(plan, stats, reward, valid, gamma, invalid_penalty)
+    s = plan.row_start
+    row_se = np.sqrt(v_se[s] ** 2 + (gamma * next_values(plan, w_se)) ** 2)
+    return Truth(q, v, adv, row_se, stats.count[s], v_se[s], (stats.wins / stats.count)[s], stats.v_mean,
+                 v_se, s, row_noise(plan, stats, gamma))
 
 
 def mc_truth(plan: StartPlan, store: ContinuationStore, reward, valid, gamma: float,
-             invalid_penalty: float) -> Truth:
-    """Q, V and A of every row from the store's continuations (every start must have at least two)."""
-    n_starts = len(plan.starts)
-    v, v_se, w, w_se, wins, count = (np.zeros(n_starts) for _ in range(6))
-    scale = max((abs(r["disc"]) for recs in store.samples.values() for r in recs), default=0.0)
-    for j, key in enumerate(plan.keys):
-        recs = store.samples.get(key, [])
-        if len(recs) < 2:
-            raise ValueError(f"start {j} ({key[:8]}) has {len(recs)} continuation(s); run_continuations "
-                             "first (two or more give a standard error)")
-        disc = np.array([r["disc"] for r in recs])
-        inv = np.array([r["invalid"] for r in recs], dtype=float)
-        v[j], v_se[j] = _mean_se(disc - invalid_penalty * inv)
-        w[j], w_se[j] = _mean_se(disc)
-        wins[j], count[j] = np.mean([r["won"] for r in recs]), len(recs)
-    floor = se_floor(wins * count, count, scale)
-    v_se, w_se = np.maximum(v_se, floor), np.maximum(w_se, floor)
-    q = row_q(plan, w, reward, valid, gamma, invalid_penalty)
-    s = plan.row_start
-    adv = q - v[s]
-    se = np.sqrt(v_se[s] ** 2 + (gamma * next_values(plan, w_se)) ** 2)
-    return Truth(q, v[s], adv, se, count[s], v_se[s], wins[s], v, v_se, s)
+             invalid_penalty: float, se: str = SE_RULE) -> Truth:
+    """Q, V and A of every row from the store's continuations (every start must have at least two), standard
+    errors by the rule ``se`` (``mc_noise.start_se``: "pooled", the old "floor", or "sample")."""
+    return truth_of(plan, Samples.of(plan, store, invalid_penalty), reward, valid, gamma, invalid_penalty, se)
 
 
 def expert_values(plan: StartPlan, make_env: Callable, expert: Callable, reward_map: Callable, gamma: float,

@@ -1,13 +1,13 @@
-"""A scripted stochastic policy for the credit benchmark: the env's own expert with probability 1 - eps, a
-uniformly random admissible action otherwise. Its continuations need no model calls, so Monte-Carlo
-ground truth fits on 2 cores where SmolLM2's does not (ALFWorld, WebShop).
+"""A scripted stochastic policy's side of the credit benchmark (the policy itself, with the exact probability
+of each action, is ``scripted_policy.py``): its screen, the batch every estimator sees, and Monte-Carlo
+continuations from replayed states. No model calls in play, so the ground truth fits on 2 cores where
+SmolLM2's does not (ALFWorld, WebShop).
 
     python -m benchmarks.credit.advantage_accuracy --cell alfworld-eps0.3 --out runs/aa_alf_03
     python -m benchmarks.credit.advantage_accuracy --preset webshop-table --policy scripted:0.3 --out runs/x
 
-    policy = parse_policy("scripted:0.3")              # None for a model name or folder
     saved = record_scripted_batch(trainer, policy, goals, seed, out)   # batch.pkl, as policy_play's
-    play = ScriptedPlay(trainer, policy, seed, workers=2)             # continuations (mc_truth's ``play``)
+    play = ScriptedPlay(trainer, policy, seed, workers=2, recorded=recorded_suggestions(saved))
 
 What the estimators see is what they would see from an LLM policy that wrote these actions: each row's
 prompt is built by the preset's prompter (the same history, admissible list and instruction a policy would
@@ -15,10 +15,15 @@ read), its response is the prompter's answer form of the action (``expert_respon
 PACE key comes from that response, and its BiGPO embedding is the preset model's hidden state for the
 prompt at the preset's layer (``embed_episodes``: one teacher-forced forward per new prompt suffix, the KV
 cache of the episode's previous prompt reused). ``old_logp_sum`` is the policy's exact log-probability of
-the choice: (1 - eps) [a = expert] + eps n(a) / n over the n admissible choices (a template such as
-WebShop's ``search[...]`` counts as one choice, filled with a random subset of the instruction's words).
-The hindsight log-probs of HCAPO/RELACE need a model's view of the whole episode, so those two are not
-scored on scripted batches (the report says why).
+the action, a filled template's fill included (``scripted_policy``). The hindsight log-probs of
+HCAPO/RELACE need a model's view of the whole episode, so those two are not scored on scripted batches (the
+report says why).
+
+The policy's state is part of the state a continuation starts from: an expert may keep some (WebShop's
+oracle, once no listed product is perfect, follows the goal product for the rest of the episode; ALFWorld's
+handcoded expert counts its own steps). A continuation therefore replays its prefix asking the expert at
+every state, as the batch did (``replay_with_policy``), and each answer must equal the suggestion the batch
+recorded there, or the run stops naming env, task and step (``PolicyStateMismatch``).
 
 ALFWorld's expert is alfworld's handcoded one; it tracks the random turns too, and only where its script
 fails (about a third of pick_two games) does it fall back to Fast Downward, whose searches after each random
@@ -38,123 +43,94 @@ workers play them.
 """
 from __future__ import annotations
 
-import math
 import multiprocessing as mp
 import pickle
 import time
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
+from agents.replay import ReplayDivergence
 from benchmarks.credit.policy_play import batch_layout, stream_seed
+from benchmarks.credit.scripted_policy import (ExpertCannotAct, ScriptedPolicy,  # noqa: F401 (re-exported)
+                                               fill_webshop_search, parse_policy)
 
-SCRIPTED = "scripted"
-
-
-class ExpertCannotAct(RuntimeError):
-    """The env's expert has no action in a state where the episode is not over."""
-
-
-@dataclass(frozen=True)
-class ScriptedPolicy:
-    """The env's expert with probability 1 - ``eps``, a uniformly random admissible action otherwise."""
-    eps: float
-
-    def __post_init__(self):
-        if not (isinstance(self.eps, (int, float)) and 0.0 <= float(self.eps) <= 1.0):
-            raise ValueError(f"a scripted policy's eps must lie in [0, 1] (the chance of a random admissible "
-                             f"action instead of the expert's); got {self.eps!r}")
-
-    @property
-    def spec(self) -> str:
-        return f"{SCRIPTED}:{self.eps:g}"
-
-    def choose(self, env, info: dict, rng: np.random.Generator, env_name: str, expert, where: str):
-        """(action, log-probability of choosing it) in the env's current state."""
-        plan = expert(env)
-        choices = list(info.get("admissible_actions") or ())
-        if not plan and info.get("expert_timed_out") and choices:
-            # ALFWorld's planner ran past the env's planner_timeout: no expert action this episode, so
-            # every remaining choice is uniform (the log-probability says so)
-            choice = choices[int(rng.integers(len(choices)))]
-            return choice, math.log(choices.count(choice) / len(choices))
-        if not plan:
-            raise ExpertCannotAct(
-                f"{env_name}'s expert has no action {where}, though the episode is not over; a scripted "
-                "policy needs an expert that acts from every state the policy reaches (for ALFWorld: reset "
-                "with options={'expert': True} so it watches the whole episode)")
-        best = plan[0]
-        templates = set(info.get("action_templates") or ())
-        fill = TEMPLATE_FILLERS.get(env_name)
-        if fill is None:
-            choices = [a for a in choices if a not in templates]
-        if not choices:
-            choices = [best]
-        if rng.random() < self.eps:
-            choice = choices[int(rng.integers(len(choices)))]
-            action = fill(choice, info, rng) if choice in templates else choice
-            p = self.eps * choices.count(choice) / len(choices) + (1 - self.eps) * (action == best)
-        else:
-            action = best
-            p = (1 - self.eps) + self.eps * choices.count(best) / len(choices)
-        return action, math.log(max(p, 1e-300))
+__all__ = ["ExpertCannotAct", "PolicyStateMismatch", "ScriptedPlay", "ScriptedPolicy", "embed_episodes",
+           "fill_webshop_search", "parse_policy", "play_episode", "record_scripted_batch",
+           "recorded_suggestions", "replay_with_policy", "screen_scripted"]
 
 
-def fill_webshop_search(template: str, info: dict, rng: np.random.Generator) -> str:
-    """WebShop's ``search[...]`` with 1-5 of the instruction's words, kept in order (a noisy query)."""
-    words = str(info.get("instruction", "")).split() or ["item"]
-    k = int(rng.integers(1, min(5, len(words)) + 1))
-    keep = np.sort(rng.choice(len(words), k, replace=False))
-    return "search[" + " ".join(words[i] for i in keep) + "]"
-
-
-# how a random turn fills an action template the env lists (envs without one skip their templates)
-TEMPLATE_FILLERS = {"webshop": fill_webshop_search}
-
-
-def parse_policy(spec: str) -> ScriptedPolicy | None:
-    """``scripted:EPS`` -> ScriptedPolicy; a model name or folder (no ``kind:`` prefix) -> None."""
-    spec = str(spec)
-    kind, sep, rest = spec.partition(":")
-    if not sep or Path(spec).exists():
-        return None
-    if kind != SCRIPTED:
-        raise ValueError(f"unknown policy spec {spec!r}: use scripted:EPS (the env's expert, a random "
-                         "admissible action with probability EPS) or a model name or folder")
-    try:
-        eps = float(rest)
-    except ValueError:
-        raise ValueError(f"policy spec {spec!r}: EPS must be a number in [0, 1], e.g. scripted:0.3") from None
-    return ScriptedPolicy(eps)
+class PolicyStateMismatch(RuntimeError):
+    """After replay, the scripted policy's expert suggests another action than it did in the batch."""
 
 
 # ------------------------------------------------------------------------------------- playing
+def replay_with_policy(env, spec, env_name: str, task, seed: int, reset_options: dict, replay,
+                       recorded: tuple | None = None) -> tuple:
+    """Reset to the episode's start and re-apply ``replay``'s actions, checking each observation hash, and
+    ask the policy's expert at every replayed state, as the recorded episode did: an expert that keeps
+    state (WebShop's oracle falls back to the goal product for the rest of an episode once it finds no
+    perfect product) then holds the state it had there. With ``recorded`` (the batch's suggestion at each
+    step) every answer must be the recorded one, else ``PolicyStateMismatch`` names env, task and step.
+    Returns the (obs, info) of the state reached and how many suggestions were checked."""
+    obs, info = env.reset(seed=int(seed), options={"task_id": task, **reset_options})
+    checked = 0
+    for k, action in enumerate(replay.actions):
+        env.check(replay, k, info.get("anchor", obs), seed)
+        plan = spec.expert(env)
+        suggestion = plan[0] if plan else None
+        if recorded is not None:
+            if suggestion != recorded[k]:
+                raise PolicyStateMismatch(
+                    f"{env_name}: after replaying task {task!r} (env seed {seed}) to step {k}, the scripted "
+                    f"policy's expert suggests {suggestion!r}, but it suggested {recorded[k]!r} there in the "
+                    "batch: the continuation would follow another policy than the one that played. Whatever "
+                    "state the expert keeps must be rebuilt by asking it along the prefix")
+            checked += 1
+        obs, _, terminated, truncated, info = env.step(action)
+        if (terminated or truncated) and k < len(replay.actions) - 1:
+            raise ReplayDivergence(f"replay of task {task!r} (seed {seed}) ended at step {k} of a recorded "
+                                   f"{len(replay.actions)}-action prefix")
+    if len(replay.anchors) > len(replay.actions):
+        env.check(replay, len(replay.actions), info.get("anchor", obs), seed)
+    return obs, info, checked
+
+
 def play_episode(env, policy: ScriptedPolicy, env_name: str, spec, rng, task, seed: int, reset_options: dict,
-                 replay=None, keep_states: bool = False) -> dict:
-    """One episode (from the state ``replay`` reaches, if given) until it ends. Returns rewards (mapped),
-    valid flags, won, the actions and their log-probabilities, and with ``keep_states`` the (obs, info) each
-    action was taken in and the reset's first (obs, info)."""
-    options = {"task_id": task, **reset_options, **({"replay": replay} if replay is not None else {})}
-    obs, info = env.reset(seed=int(seed), options=options)
-    first = info.pop("replay_first", (obs, info))
-    history = info.pop("replay_history", [])
+                 replay=None, keep_states: bool = False, recorded: tuple | None = None,
+                 exclude_first: str | None = None) -> dict:
+    """One episode (from the state ``replay`` reaches, with the policy's state rebuilt by
+    ``replay_with_policy``, ``recorded`` its check; its first action other than ``exclude_first``, if
+    given) until it ends. Returns rewards (mapped), valid flags,
+    won, the actions, their log-probabilities and the expert's suggestion at each state, the number of
+    replayed suggestions checked, and with ``keep_states`` the (obs, info) each action was taken in and the
+    reset's first (obs, info)."""
+    checked = 0
+    if replay is None:
+        obs, info = env.reset(seed=int(seed), options={"task_id": task, **reset_options})
+        first = (obs, info)
+    else:
+        obs, info, checked = replay_with_policy(env, spec, env_name, task, seed, reset_options, replay,
+                                                recorded)
+        first = None
     t0 = len(replay.actions) if replay is not None else 0
-    out = {"rewards": [], "valid": [], "actions": [], "logp": [], "states": [], "won": False,
-           "first": first, "history": history}
+    out = {"rewards": [], "valid": [], "actions": [], "logp": [], "suggestions": [], "states": [],
+           "won": False, "first": first, "checked": checked}
     for t in range(t0, 10 ** 6):
         where = f"for task {task!r} (env seed {seed}) at step {t}"
         if t0:
             where += f" (after a replayed prefix of {t0})"
-        action, logp = policy.choose(env, info, rng, env_name, spec.expert, where)
+        choice = policy.choose(env, info, rng, env_name, spec.expert, where,
+                               exclude=exclude_first if t == t0 else None)
         if keep_states:
             out["states"].append((obs, info))
-        obs, r, term, trunc, info = env.step(action)
+        obs, r, term, trunc, info = env.step(choice.action)
         out["rewards"].append(float(spec.reward_map(float(r), bool(term), info)))
         out["valid"].append(True)
-        out["actions"].append(action)
-        out["logp"].append(logp)
+        out["actions"].append(choice.action)
+        out["logp"].append(choice.logp)
+        out["suggestions"].append(choice.suggestion)
         if term or trunc:
             out["won"] = bool(info.get("won", False))
             out["expert_timed_out"] = bool(info.get("expert_timed_out", False))
@@ -279,6 +255,7 @@ def record_scripted_batch(trainer, policy: ScriptedPolicy, goals: list, seed: in
     ro.episode_length = np.array([len(ep["rewards"]) for ep in episodes])
     ro.admissible = np.ones(len(order), dtype=bool)
     saved = {"ro": ro, "tasks": tasks, "seeds": seeds, "goals": goals,
+             "suggestions": [tuple(ep["suggestions"]) for ep in episodes],
              "stats": {"rollout_s": play_s, "embed_s": embed_s, "policy": policy.spec,
                        "expert_timeouts": sum(ep["expert_timed_out"] for ep in episodes)}}
     path.write_bytes(pickle.dumps(saved))
@@ -318,29 +295,59 @@ def embed_episodes(model, layer: int, episodes: list, progress: bool = False) ->
 
 
 # ------------------------------------------------------------------------------------- continuations
+def recorded_suggestions(saved: dict) -> dict:
+    """(task, env seed, action prefix) of every state of the batch -> the expert's suggestions the episode
+    got along that prefix (episodes that share a prefix share them), what ``replay_with_policy`` checks."""
+    if "suggestions" not in saved:
+        raise ValueError("this batch.pkl predates the recorded expert suggestions, so its continuations "
+                         "cannot rebuild and check the policy's own state; rerun the cell with --overwrite")
+    ro, out = saved["ro"], {}
+    for e, (task, seed) in enumerate(zip(saved["tasks"], saved["seeds"])):
+        rows = np.flatnonzero(ro.env_index == e)
+        rows = rows[np.argsort(ro.batch.step_idx[rows], kind="stable")]
+        actions, suggestions = [ro.actions[r] for r in rows], saved["suggestions"][e]
+        for t in range(len(rows) + 1):
+            out[(str(task), int(seed), tuple(actions[:t]))] = tuple(suggestions[:t])
+    return out
+
+
 _WORKER: dict = {}
 
 
-def _worker_init(make_env, env_name, spec, policy):
-    _WORKER.update(env=wrapped_env(make_env), env_name=env_name, spec=spec, policy=policy)
+def _worker_init(make_env, env_name, spec, policy, recorded):
+    _WORKER.update(env=wrapped_env(make_env), env_name=env_name, spec=spec, policy=policy,
+                   recorded=recorded)
 
 
-def _worker_play(job):
-    task, seed, replay, t, stream = job
+def _worker_play(work):
+    *job, stream = work         # (task, seed, replay, t) of a state, (..., exclude) of a stratum (strata.py)
+    task, seed, replay, t = job[:4]
+    exclude = job[4] if len(job) > 4 else None
     w = _WORKER
+    recorded = None
+    if w["recorded"] is not None:
+        recorded = w["recorded"].get((str(task), int(seed), tuple(replay.actions)))
+        if recorded is None:
+            raise PolicyStateMismatch(f"{w['env_name']}: no recorded suggestions for step {t} of task "
+                                      f"{task!r} (env seed {seed}): the continuation's prefix is not one of "
+                                      "the batch's")
     ep = play_episode(w["env"], w["policy"], w["env_name"], w["spec"], np.random.default_rng(stream), task,
-                      seed, w["spec"].expert_reset_options, replay=replay)
-    return ep["rewards"], ep["valid"], ep["won"]
+                      seed, w["spec"].expert_reset_options, replay=replay, recorded=recorded,
+                      exclude_first=exclude)
+    return ep["rewards"], ep["valid"], ep["won"], ep["checked"]
 
 
 class ScriptedPlay:
     """``play(jobs, chunk_seed)`` for ``mc_truth.run_continuations``: one scripted continuation per job
     ``(task, seed, replay, t)``, job i of a chunk on the stream ``stream_seed(seed, "continuations",
-    chunk_seed, i)``, spread over ``workers`` processes (1: in this process)."""
+    chunk_seed, i)``, spread over ``workers`` processes (1: in this process). With ``recorded``
+    (``recorded_suggestions``) every replayed state's expert suggestion is checked; ``checked`` counts
+    them."""
 
-    def __init__(self, trainer, policy: ScriptedPolicy, seed: int, workers: int = 1, chunk: int = 64):
-        self.seed, self.chunk, self.workers = seed, chunk, max(1, int(workers))
-        init = (trainer.make_env, trainer.cfg.env, trainer.spec, policy)
+    def __init__(self, trainer, policy: ScriptedPolicy, seed: int, workers: int = 1, chunk: int = 64,
+                 recorded: dict | None = None):
+        self.seed, self.chunk, self.workers, self.checked = seed, chunk, max(1, int(workers)), 0
+        init = (trainer.make_env, trainer.cfg.env, trainer.spec, policy, recorded)
         if self.workers > 1:
             self.pool = ProcessPoolExecutor(self.workers, mp_context=mp.get_context("fork"),
                                             initializer=_worker_init, initargs=init)
@@ -350,10 +357,13 @@ class ScriptedPlay:
 
     def __call__(self, jobs, chunk_seed):
         work = [(*job, stream_seed(self.seed, "continuations", chunk_seed, i)) for i, job in enumerate(jobs)]
-        if self.pool is None:
-            return [_worker_play(w) for w in work]
         # one job at a time: ALFWorld's take from milliseconds to seconds
-        return list(self.pool.map(_worker_play, work))
+        if self.pool is None:
+            results = [_worker_play(w) for w in work]
+        else:
+            results = list(self.pool.map(_worker_play, work))
+        self.checked += sum(r[3] for r in results)
+        return [r[:3] for r in results]
 
     def close(self):
         if self.pool is not None:

@@ -206,3 +206,43 @@ def test_a_batch_folder_has_one_writer_and_continues_only_with_resume(tmp_path, 
     assert "0 continuations to play" in capsys.readouterr().out
     assert aa.main([*argv, "--resume", "--seed", "1"]) == 2
     assert "seed: 0 there, 1 now" in capsys.readouterr().err
+
+
+def noisy_inputs(rng, n_goals, noise_sd, rows=20):
+    """A noise-free A plus independent noise of known variance; halves with twice the noise each."""
+    goals = np.repeat(np.arange(n_goals), rows)
+    true = rng.normal(0, 1, len(goals))
+    halves = true + rng.normal(0, noise_sd * np.sqrt(2), (2, len(goals)))
+    adv = halves.mean(axis=0)
+    inputs = _inputs(adv, {"gigpo": true + rng.normal(0, 0.5, len(goals)), "pace": true}, goals)
+    inputs.noise_var, inputs.halves = np.full(len(goals), noise_sd ** 2), halves
+    return inputs
+
+
+def test_reliability_two_ways_and_pooled_and_kept_in_the_npz(tmp_path):
+    from benchmarks.credit.advantage_report import ScoreInputs
+    rng = np.random.default_rng(5)
+    a, b = noisy_inputs(rng, 30, 1.0), noisy_inputs(rng, 30, 1.0)       # reliability 1 / (1 + 1) = 0.5
+    for inputs in (a, ScoreInputs.pool([a, b], ["a", "b"])):
+        unbiased, split = inputs.reliability()
+        assert abs(unbiased - 0.5) < 0.08 and abs(split - 0.5) < 0.08
+    a.save(tmp_path / "x.npz")
+    back, _ = ScoreInputs.load(tmp_path / "x.npz")
+    assert back.reliability() == a.reliability()
+    old = _inputs(a.adv, {"pace": a.adv}, a.goal)                        # a run from before: not recorded
+    assert all(np.isnan(old.reliability()))
+
+
+def test_a_low_reliability_says_so_and_disattenuates(tmp_path):
+    from benchmarks.credit.advantage_report import LOW_RELIABILITY, METRICS, markdown, score
+    rng = np.random.default_rng(6)
+    noisy = noisy_inputs(rng, 20, 2.0)                                  # reliability 0.2
+    assert noisy.reliability()[0] < LOW_RELIABILITY
+    common = score(noisy, "common")
+    text = markdown(score(noisy, "own"), common, "header")
+    assert "**Low reliability" in text and "do not rank the estimators" in text
+    i = METRICS.index("pearson")
+    r = common.point["pace"][i]
+    assert f"| pace | {r:.3f} | {r / np.sqrt(noisy.reliability()[0]):.3f} |" in text
+    clean = noisy_inputs(rng, 20, 0.3)
+    assert "Low reliability" not in markdown(score(clean, "own"), score(clean, "common"), "header")

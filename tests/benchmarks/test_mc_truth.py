@@ -163,7 +163,7 @@ def test_agreeing_samples_keep_a_standard_error_floor():
     store.samples[plan.keys[0]] = [{"key": plan.keys[0], "disc": 0.0, "invalid": False, "won": False}] * 8
     store.samples[plan.keys[1]] = [{"key": plan.keys[1], "disc": 10.0, "invalid": False, "won": True}] * 7 + [
         {"key": plan.keys[1], "disc": 0.0, "invalid": False, "won": False}]
-    truth = mc_truth(plan, store, np.zeros(2), np.ones(2, bool), GAMMA, 0.0)
+    truth = mc_truth(plan, store, np.zeros(2), np.ones(2, bool), GAMMA, 0.0, se="floor")     # the old rule
     floor = se_floor(np.array([0.0]), np.array([8.0]), 10.0)[0]
     assert floor > 0 and truth.se_start[0] == pytest.approx(floor)
     assert truth.se_start[0] == pytest.approx(10 * np.sqrt((1 / 10) * (9 / 10) / 8))

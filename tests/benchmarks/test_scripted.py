@@ -12,6 +12,7 @@ import benchmarks.credit.advantage_accuracy as aa
 import benchmarks.credit.aa_settings as aa_settings
 from benchmarks.credit.scripted import (ExpertCannotAct, ScriptedPolicy, fill_webshop_search, parse_policy,
                                         play_episode)
+from benchmarks.credit.scripted_policy import webshop_search_fill_prob
 
 INFO = {"admissible_actions": ["go north", "go south", "take key", "go north"],
         "instruction": "i want red shoes"}
@@ -34,9 +35,10 @@ def test_a_policy_spec_is_scripted_eps_or_a_model(tmp_path):
 
 
 def _choices(policy, n=4000, best="take key", info=INFO):
+    """(action, logp) of n draws."""
     rng = np.random.default_rng(0)
     expert = lambda env: [best]          # noqa: E731
-    return [policy.choose(None, info, rng, "textcraft", expert, "here") for _ in range(n)]
+    return [policy.choose(None, info, rng, "textcraft", expert, "here")[:2] for _ in range(n)]
 
 
 def test_the_policy_takes_the_expert_action_with_1_minus_eps_and_says_its_exact_probability():
@@ -57,7 +59,7 @@ def test_a_webshop_template_is_filled_with_instruction_words_and_keeps_its_share
     info = {"admissible_actions": ["search[...]", "click[item a]"], "action_templates": ["search[...]"],
             "instruction": "i want red shoes under 30 dollars"}
     rng = np.random.default_rng(1)
-    picks = [ScriptedPolicy(1.0).choose(None, info, rng, "webshop", lambda env: ["click[item a]"], "here")
+    picks = [ScriptedPolicy(1.0).choose(None, info, rng, "webshop", lambda env: ["click[item a]"], "here")[:2]
              for _ in range(200)]
     searches = [a for a, _ in picks if a.startswith("search[")]
     assert 60 < len(searches) < 140 and len(set(searches)) > 10
@@ -66,8 +68,31 @@ def test_a_webshop_template_is_filled_with_instruction_words_and_keeps_its_share
         got = a[len("search["):-1].split()
         assert 1 <= len(got) <= 5 and set(got) <= set(words)
         assert [words.index(w) for w in got] == sorted(words.index(w) for w in got)    # kept in order
-    assert {round(math.exp(lp), 6) for a, lp in picks if a.startswith("search[")} == {0.5}
+    # the template's share (1/2) times the fill's own probability: k of 1..5, then one of C(7, k) word sets
+    for a, lp in picks:
+        if a.startswith("search["):
+            assert math.isclose(math.exp(lp), 0.5 / 5 / math.comb(7, len(a[7:-1].split())))
     assert fill_webshop_search("search[...]", {}, rng) == "search[item]"
+
+
+def test_the_fill_probability_is_exact_with_repeated_words():
+    """Summed over every query the filler can write it is 1, and it matches the filler's frequencies; a
+    repeated word makes several word sets write the same query."""
+    import itertools
+    info = {"instruction": "red shoes red size 8 red"}
+    words = info["instruction"].split()
+    queries = {"search[" + " ".join(words[i] for i in keep) + "]"
+               for k in range(1, 6) for keep in itertools.combinations(range(len(words)), k)}
+    probs = {q: webshop_search_fill_prob(q, info) for q in queries}
+    assert math.isclose(sum(probs.values()), 1.0)
+    assert math.isclose(probs["search[red]"], 3 / 6 / 5)            # k = 1 (1/5), 3 of the 6 words
+    assert webshop_search_fill_prob("search[shoes  red]", info) == 0.0 == webshop_search_fill_prob(
+        "search[blue]", info) == webshop_search_fill_prob("click[red]", info)
+    rng = np.random.default_rng(2)
+    draws = [fill_webshop_search("search[...]", info, rng) for _ in range(6000)]
+    for q in ("search[red]", "search[red red]", "search[shoes red size]"):
+        p = probs[q]
+        assert abs(np.mean([d == q for d in draws]) - p) < 4 * math.sqrt(p * (1 - p) / len(draws)), q
 
 
 def test_an_expert_without_an_action_is_named_with_env_task_and_step():
@@ -229,7 +254,7 @@ def test_past_the_planner_timeout_the_choice_is_uniform_and_logged_so():
     info = {"admissible_actions": ["go to a", "go to b", "look", "go to b"], "expert_timed_out": True}
     rng = np.random.default_rng(0)
     policy = ScriptedPolicy(0.1)
-    picks = [policy.choose(None, info, rng, "alfworld", lambda env: [], "here") for _ in range(400)]
+    picks = [policy.choose(None, info, rng, "alfworld", lambda env: [], "here")[:2] for _ in range(400)]
     counts = {a: sum(p == a for p, _ in picks) for a in ("go to a", "go to b", "look")}
     assert 60 < counts["go to a"] < 140 and 150 < counts["go to b"] < 250
     assert {a: round(math.exp(lp), 6) for a, lp in picks} == {"go to a": 0.25, "go to b": 0.5, "look": 0.25}
@@ -270,3 +295,31 @@ def test_finished_goals_scores_the_leading_goals_a_stopped_run_completed(scripte
     out = stopped_run("one", 1)
     assert aa.main(argv[:argv.index("--out") + 1] + [str(out)] + argv[argv.index("--out") + 2:]) == 2
     assert "--finished-goals: 1 goal(s) of 3 have K=3 continuations" in capsys.readouterr().err
+
+
+def test_the_strata_truth_runs_on_the_same_batch_and_reports_its_reliability(scripted_run, tmp_path, capsys):
+    out = tmp_path / "strata"
+    out.mkdir()
+    for name in ("screen.json", "goals.json", "batch.pkl"):       # the same batch: only the truth is redone
+        (out / name).write_bytes((scripted_run / name).read_bytes())
+    manifest = json.loads((scripted_run / "manifest.json").read_text())
+    manifest.update(truth="strata", samples=4)
+    (out / "manifest.json").write_text(json.dumps(manifest))
+    argv = ARGS + ["--policy", "scripted:0.6", "--out", str(out), "--workers", "1", "--resume",
+                   "--estimators", "gigpo", "pace", "--truth", "strata", "--samples", "4"]
+    assert aa.main(argv) == 0, capsys.readouterr().err
+    text = capsys.readouterr().out
+    assert "ground truth (strata)" in text and "expert suggestion was the one the batch recorded" in text
+    summary = (out / "summary.md").read_text()
+    assert "per distinct (state, recorded action) stratum" in summary
+    assert "split-half (Spearman-Brown)" in summary and "disattenuated" in summary
+    rel = json.loads((out / "reliability.json").read_text())
+    assert rel["unbiased"] is not None and rel["unbiased"] <= 1
+    import pickle
+    from benchmarks.credit.advantage_report import ScoreInputs
+    inputs, _ = ScoreInputs.load(out / "score_inputs.npz")
+    b = pickle.loads((out / "batch.pkl").read_bytes())["ro"].batch
+    certain = np.exp(b.old_logp_sum) >= 1 - 1e-9       # a recorded action the policy could not avoid
+    assert np.all(inputs.adv[certain] == 0) and inputs.halves.shape == (2, len(b))
+    assert aa.main(ARGS + ["--out", str(tmp_path / "m"), "--policy", "tiny", "--truth", "strata"]) == 2
+    assert "needs a scripted policy" in capsys.readouterr().err
