@@ -355,6 +355,7 @@ def pool(args) -> dict:
         labels = [str(r) for r in args.pool]
     inputs = ScoreInputs.pool([p["inputs"] for p in parts], labels)
     out = Path(args.out)
+    (out / "parts.json").write_text(json.dumps([str(r) for r in args.pool]))     # the leaderboard reads it
     batches = ", ".join(f"{lab} ({len(set(p['inputs'].goal))} goals, {100 * p['won']:.1f}% won)"
                         for lab, p in zip(labels, parts))
     header = (f"Estimator advantages vs Monte-Carlo A, {len(parts)} batches pooled: {batches}; "

@@ -17,11 +17,12 @@ from __future__ import annotations
 
 import argparse
 import csv
+import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
 
-from benchmarks.credit.advantage_report import BASELINE, HIGHER_BETTER, LABELS, METRICS
+from benchmarks.credit.advantage_report import BASELINE, HIGHER_BETTER, LABELS, LOW_RELIABILITY, METRICS
 from benchmarks.stats import kendall_tau_b
 
 START, END = "<!-- leaderboard:start -->", "<!-- leaderboard:end -->"
@@ -33,10 +34,50 @@ class Column:
     label: str
     scores: dict        # (estimator, metric) -> (value, lo, hi)
     pairs: dict         # (pair, metric) -> (diff, lo, hi, beyond)
+    reliability: float = math.nan      # the truth's (reliability.json; NaN: not recorded)
+    conflicts: frozenset = frozenset()  # (pair, metric) whose pooled batches are apart in sign, each beyond 0
+    parts: tuple = ()                   # the batches a pooled folder joins (its parts.json)
+
+    @property
+    def low(self) -> bool:
+        return math.isfinite(self.reliability) and self.reliability < LOW_RELIABILITY
+
+    @property
+    def heading(self) -> str:
+        rel = f"rel. {self.reliability:.2f}" if math.isfinite(self.reliability) else "rel. n/a"
+        pooled = f", {len(self.parts)} batches pooled" if self.parts else ""
+        return f"{self.label} ({rel}{pooled}{', LOW: not ranked' if self.low else ''})"
 
 
 def _float(text: str) -> float:
     return float(text) if text not in ("", None) else math.nan
+
+
+def read_pairs(folder: Path) -> dict:
+    """(pair, metric) -> (diff, lo, hi, beyond) of a run folder's pairs.csv at the common normalisation."""
+    pairs = {}
+    with open(folder / "pairs.csv", newline="") as f:
+        for r in csv.DictReader(f):
+            if r["normalisation"] == "common" and r["metric"] in METRICS:
+                pairs[r["pair"], r["metric"]] = (_float(r["diff"]), _float(r["lo"]), _float(r["hi"]),
+                                                 r["beyond_interval"] == "True")
+    return pairs
+
+
+def sign_conflicts(parts: list[dict]) -> frozenset:
+    """(pair, metric) where one batch puts the difference beyond 0 one way and another the other way."""
+    out = set()
+    for key in set().union(*parts) if parts else ():
+        signs = {math.copysign(1, p[key][0]) for p in parts if key in p and p[key][3]}
+        if len(signs) > 1:
+            out.add(key)
+    return frozenset(out)
+
+
+def _part_folder(folder: Path, part: str) -> Path:
+    """A part named in parts.json: as written (from where the pool ran), else beside the pooled folder."""
+    path = Path(part)
+    return path if path.is_dir() else folder.parent / path.name
 
 
 def read_column(spec: str) -> Column:
@@ -48,20 +89,26 @@ def read_column(spec: str) -> Column:
     if missing:
         raise FileNotFoundError(f"{folder}: no {' or '.join(missing)}; pass the --out folder of a finished "
                                 "advantage_accuracy run (or of its --pool)")
-    scores, pairs = {}, {}
+    scores = {}
     with open(folder / "scores.csv", newline="") as f:
         for r in csv.DictReader(f):
             if r["normalisation"] == "common" and r["metric"] in METRICS:
                 scores[r["estimator"], r["metric"]] = (_float(r["value"]), _float(r["lo"]), _float(r["hi"]))
-    with open(folder / "pairs.csv", newline="") as f:
-        for r in csv.DictReader(f):
-            if r["normalisation"] == "common" and r["metric"] in METRICS:
-                pairs[r["pair"], r["metric"]] = (_float(r["diff"]), _float(r["lo"]), _float(r["hi"]),
-                                                 r["beyond_interval"] == "True")
+    pairs = read_pairs(folder)
     if not scores:
         raise ValueError(f"{folder}/scores.csv holds no common-normalisation scores; rerun the benchmark "
                          "there")
-    return Column(label, scores, pairs)
+    rel = folder / "reliability.json"
+    reliability = json.loads(rel.read_text()).get("unbiased") if rel.exists() else None
+    parts, conflicts = (), frozenset()
+    if (folder / "parts.json").exists():
+        parts = tuple(json.loads((folder / "parts.json").read_text()))
+        missing = [p for p in parts if not (_part_folder(folder, p) / "pairs.csv").is_file()]
+        if missing:
+            raise FileNotFoundError(f"{folder}/parts.json names batches without pairs.csv: {missing}")
+        conflicts = sign_conflicts([read_pairs(_part_folder(folder, p)) for p in parts])
+    return Column(label, scores, pairs, math.nan if reliability is None else float(reliability), conflicts,
+                  parts)
 
 
 def _value(v) -> str:
@@ -70,11 +117,11 @@ def _value(v) -> str:
     return f"{v[0]:.3f} [{v[1]:.3f}, {v[2]:.3f}]"
 
 
-def _diff(v) -> str:
+def _diff(v, conflict: bool = False) -> str:
     if v is None or not math.isfinite(v[0]):
         return "n/a"
     text = f"{v[0]:+.3f} [{v[1]:+.3f}, {v[2]:+.3f}]"
-    return f"**{text}**" if v[3] else text
+    return (f"**{text}**" if v[3] else text) + (" ‡" if conflict else "")
 
 
 def rank_agreement(cols: list[Column], metric: str = "pearson") -> list[str]:
@@ -104,12 +151,13 @@ def tables(cols: list[Column]) -> str:
             continue        # a metric no column scored (e.g. the expert's ρ on scripted policies)
         sign = -1 if HIGHER_BETTER[metric] else 1
 
-        def rank_key(n):
-            vals = [value(c, n) for c in cols if math.isfinite(value(c, n))]
+        def rank_key(n):        # a column whose truth is mostly noise does not rank
+            vals = [value(c, n) for c in cols if math.isfinite(value(c, n)) and not c.low]
             # estimators scored on every column first, then those some columns could not score
             return (len(cols) - len(vals), sign * sum(vals) / len(vals) if vals else math.inf)
 
-        head = "| estimator | " + " | ".join(c.label for c in cols) + " |\n" + "|---" * (len(cols) + 1) + "|"
+        head = ("| estimator | " + " | ".join(c.heading for c in cols) + " |\n"
+                + "|---" * (len(cols) + 1) + "|")
         better = "higher" if HIGHER_BETTER[metric] else "lower"
         out.append(f"#### {LABELS[metric]} ({better} is better)\n\n{head}")
         out += [f"| {n} | " + " | ".join(_value(c.scores.get((n, metric))) for c in cols) + " |"
@@ -121,10 +169,12 @@ def tables(cols: list[Column]) -> str:
                         if m == metric and p.endswith(f" - {BASELINE}")})
         out += ["", f"{LABELS[metric]}, paired difference against {BASELINE} (same goals; **bold**: the "
                 "interval excludes 0):", "", head.replace("| estimator |", "| pair |")]
-        out += [f"| {p} | " + " | ".join(_diff(c.pairs.get((p, metric))) for c in cols) + " |" for p in pairs]
-        ingredients = [p for p in ("bipace - pace",) if any((p, metric) in c.pairs for c in cols)]
-        out += [f"| {p} | " + " | ".join(_diff(c.pairs.get((p, metric))) for c in cols) + " |"
-                for p in ingredients]
+        rows = pairs + [p for p in ("bipace - pace",) if any((p, metric) in c.pairs for c in cols)]
+        out += [f"| {p} | " + " | ".join(_diff(c.pairs.get((p, metric)), (p, metric) in c.conflicts)
+                                         for c in cols) + " |" for p in rows]
+        if any((p, metric) in c.conflicts for c in cols for p in rows):
+            out += ["", "‡: the pooled batches put this difference beyond 0 in opposite directions; the pool "
+                        "averages a disagreement, read the batches (docs/advantage-accuracy.md)."]
         out.append("")
     return "\n".join(out)
 

@@ -32,7 +32,7 @@ def test_tables_columns_order_bold_and_rank_agreement(tmp_path):
                   {"pace - gigpo": (0.2, -0.1, 0.5, False)})
     text = leaderboard.main([str(a), f"policy-b={b}"])
     lines = text.splitlines()
-    assert "| estimator | env-a | policy-b |" in lines
+    assert "| estimator | env-a (rel. n/a) | policy-b (rel. n/a) |" in lines
     rows = [ln.split(" |")[0].strip("| ") for ln in lines if ln.startswith("| ") and "[" in ln]
     # scored everywhere first, by mean Pearson r; hcapo (one column only) after them
     assert rows[:4] == ["pace", "gigpo", "grpo", "hcapo"]
@@ -89,3 +89,35 @@ def test_kendall_tau_b_undefined():
     assert math.isnan(kendall_tau_b([1, 2], [2, 1])) and math.isnan(kendall_tau_b([1, 1, 1], [1, 2, 3]))
     with pytest.raises(ValueError, match="equally long"):
         kendall_tau_b([1, 2, 3], [1, 2])
+
+
+def test_reliability_heads_each_column_and_a_low_one_does_not_rank(tmp_path):
+    import json
+    a = write_run(tmp_path / "a", {"gigpo": 0.3, "pace": 0.5}, {})
+    b = write_run(tmp_path / "b", {"gigpo": 0.9, "pace": 0.1}, {})
+    (a / "reliability.json").write_text(json.dumps({"unbiased": 0.71, "split_half": 0.69}))
+    (b / "reliability.json").write_text(json.dumps({"unbiased": 0.12, "split_half": 0.2}))
+    lines = leaderboard.main([str(a), str(b)]).splitlines()
+    assert "| estimator | a (rel. 0.71) | b (rel. 0.12, LOW: not ranked) |" in lines
+    rows = [ln.split(" |")[0].strip("| ") for ln in lines if ln.startswith("| ") and "[" in ln]
+    assert rows[:2] == ["pace", "gigpo"]          # ordered by a alone: b's truth is mostly noise
+
+
+def test_a_pool_whose_batches_disagree_in_sign_is_marked(tmp_path):
+    import json
+    scores = {"gigpo": 0.3, "bigpo": 0.2}
+    one = write_run(tmp_path / "one", scores, {"bigpo - gigpo": (-0.02, -0.03, -0.01, True),
+                                               "pace - gigpo": (0.02, 0.01, 0.03, True)})
+    two = write_run(tmp_path / "two", scores, {"bigpo - gigpo": (0.02, 0.01, 0.03, True),
+                                               "pace - gigpo": (0.01, -0.01, 0.03, False)})
+    pooled = write_run(tmp_path / "pooled", scores, {"bigpo - gigpo": (0.0, -0.01, 0.01, False),
+                                                     "pace - gigpo": (0.015, 0.005, 0.025, True)})
+    (pooled / "parts.json").write_text(json.dumps([str(one), str(two)]))
+    lines = leaderboard.main([str(pooled)]).splitlines()
+    assert "| bigpo - gigpo | +0.000 [-0.010, +0.010] ‡ |" in lines
+    assert "| pace - gigpo | **+0.015 [+0.005, +0.025]** |" in lines     # one batch short of 0: no conflict
+    assert any(ln.startswith("‡: the pooled batches") for ln in lines)
+    assert "pooled (rel. n/a, 2 batches pooled)" in "\n".join(lines)
+    (pooled / "parts.json").write_text(json.dumps([str(one), str(tmp_path / "gone")]))
+    with pytest.raises(SystemExit):
+        leaderboard.main([str(pooled)])
