@@ -54,12 +54,16 @@ class Cell:
 
 
 # Scripted cells: eps chosen so that 20-80% of screen episodes are won (calibration in the docs); sizes so
-# that a paired difference of 0.05 in Pearson r lies outside its 95% interval (the docs' "Sizing").
-TEXTCRAFT_SCRIPTED = Size(tasks=20, group_size=6, samples=8, screen_repeats=4)
-WEBSHOP_SCRIPTED = Size(tasks=16, group_size=8, samples=8, screen_repeats=4, candidates=60)
-# ALFWorld: the preset's G=4 and more goals instead (intervals are over goals); K=8 halves the truth's
-# variance of the first run (K=4: reliability -1.22); 80 candidates for 16 goals with mixed outcomes
-ALFWORLD_SCRIPTED = Size(tasks=16, group_size=4, samples=8, screen_repeats=2, candidates=80)
+# that a paired difference of 0.05 in Pearson r lies outside its 95% interval (the docs' "Sizing"). The
+# truth samples strata (the policy's own probabilities as a control variate), K per stratum as measured by
+# noise_study.py: on TextCraft eps 0.8 strata at K = 8 reach the reliability plain continuations reach at
+# about K = 24, and continuations cost seconds there and on WebShop, so K = 32 (reliability 0.93)
+TEXTCRAFT_SCRIPTED = Size(tasks=20, group_size=6, samples=32, screen_repeats=4, truth="strata")
+WEBSHOP_SCRIPTED = Size(tasks=16, group_size=8, samples=32, screen_repeats=4, candidates=60, truth="strata")
+# ALFWorld: the preset's G=4 and more goals instead (intervals are over goals); 80 candidates for 16 goals
+# with mixed outcomes; continuations are most of a cell (about 20 a second), so K = 12 strata: the
+# reliability target of 0.6 inside 45 minutes (docs/advantage-accuracy.md, "The truth's noise")
+ALFWORLD_SCRIPTED = Size(tasks=16, group_size=4, samples=12, screen_repeats=2, candidates=80, truth="strata")
 # one Fast Downward search took 387 s on a real game: past 10 s the episode's choices turn uniform
 ALFWORLD_SETS = ('env_kwargs={"games_per_task": 20, "planner_timeout": 10}',)
 

@@ -7,7 +7,10 @@ scripted batch: plain continuations at growing K against the control-variate str
 
 It reads ``batch.pkl`` of ``--out`` (the cell's flags must be the run's) and plays into ``--study`` (its
 own stores: ``plain.jsonl``, ``strata.jsonl``; a rerun continues them), each method to each K in turn, so
-the seconds of K are cumulative: what a run at that K costs in continuations. Per setting: continuations
+the seconds of K are cumulative: what a run at that K costs in continuations. Each K is measured on the
+first K continuations of every unit only, so a store filled further (or copied from the cell's own
+``continuations.jsonl`` / ``strata.jsonl``) still measures each K as played; seconds are then only those
+this call spent. Per setting: continuations
 played, seconds, the reliability of A (unbiased from the per-state sample variances, and split-half with
 Spearman-Brown; ``mc_noise``), and reliability gained per minute against the first plain K. Writes
 ``study.json`` and prints the table. Continuations run on ``--workers`` processes, as in the benchmark.
@@ -25,6 +28,17 @@ from pathlib import Path
 import numpy as np
 
 from benchmarks.credit.aa_settings import build_parser, default_policy, settings, with_policy
+
+
+class FirstK:
+    """A view of a store holding only the first K continuations of every start (what a run at K played),
+    so that a store filled to a larger K, or copied from a cell, measures each K on its own samples."""
+
+    def __init__(self, store, k: int):
+        self.samples = {key: recs[:k] for key, recs in store.samples.items()}
+
+    def count(self, key: str) -> int:
+        return len(self.samples.get(key, ()))
 
 
 def plain_reliability(plan, store, reward, valid, gamma: float, penalty: float) -> tuple[float, float]:
@@ -60,11 +74,12 @@ def study(trainer, player, saved: dict, plain_ks: list, strata_ks: list, folder:
                 timing.write_text(json.dumps(known))
             else:
                 seconds = known.get(str(k), seconds)
+            view = FirstK(store, k)
             if method == "plain":
-                rel, sb = plain_reliability(plan, store, batch.reward, batch.action_valid, c.gamma,
+                rel, sb = plain_reliability(plan, view, batch.reward, batch.action_valid, c.gamma,
                                             c.invalid_penalty)
             else:
-                rel, sb = strata_reliability(plan, store, batch.reward, c.gamma)
+                rel, sb = strata_reliability(plan, view, batch.reward, c.gamma)
             row = {"method": method, "K": k, "units": len(plan.keys),
                    "continuations": sum(min(k, store.count(key)) for key in plan.keys), "seconds": seconds,
                    "reliability": rel, "split_half": sb}
