@@ -298,7 +298,8 @@ def run_batch(args, out: Path) -> dict:
         note += f"; {saved['stats']['expert_timeouts']} batch episode(s) passed the expert's planner timeout"
     if args.finished_goals:
         from benchmarks.credit.mc_truth import leading_goals
-        saved, goals = leading_goals(saved, goals, args.samples, out / "continuations.jsonl")
+        plan, store_name = truth_plan(saved, args.truth)
+        saved, goals = leading_goals(saved, goals, args.samples, out / store_name, plan)
         note += (f"; scored on the first {len(goals)} goals, whose states all have K continuations "
                  "(--finished-goals: the run was stopped before the rest)")
         ro = saved["ro"]

@@ -264,12 +264,13 @@ def finished_goal_count(plan: StartPlan, store: ContinuationStore, k: int, episo
     return int(np.argmin(done)) if not done.all() else len(done)
 
 
-def leading_goals(saved: dict, goals: list, k: int, store_path: Path) -> tuple[dict, list]:
-    """A recorded batch (``policy_play.record_batch``'s ``saved``) cut to its leading goals whose states all
-    have ``k`` continuations in ``store_path`` (``--finished-goals``)."""
+def leading_goals(saved: dict, goals: list, k: int, store_path: Path, plan=None) -> tuple[dict, list]:
+    """A recorded batch (``policy_play.record_batch``'s ``saved``) cut to its leading goals whose sampling
+    units (``plan``: the batch's distinct states by default, or ``strata.plan_strata``'s strata) all have
+    ``k`` continuations in ``store_path`` (``--finished-goals``)."""
     ro, tasks = saved["ro"], saved["tasks"]
     per_goal = len(tasks) // len(goals)
-    plan = plan_starts(episodes_of(ro, tasks, saved["seeds"]))
+    plan = plan if plan is not None else plan_starts(episodes_of(ro, tasks, saved["seeds"]))
     n = finished_goal_count(plan, ContinuationStore(store_path), k,
                             np.arange(len(tasks)) // per_goal)
     if n < 2:
