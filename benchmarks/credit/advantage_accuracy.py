@@ -115,13 +115,13 @@ def candidate_goals(args, trainer) -> list:
 def truth_plan(saved: dict, truth: str):
     """(plan, its store's file name) of the truth's sampling scheme: plain continuations per distinct state,
     or the scripted policy's strata (``strata.py``)."""
-    from benchmarks.credit.mc_truth import episodes_of, plan_starts
-    ro = saved["ro"]
-    episodes = episodes_of(ro, saved["tasks"], saved["seeds"])
     if truth == "strata":
+        from benchmarks.credit.mc_truth import episodes_of
         from benchmarks.credit.strata import plan_strata
-        return plan_strata(episodes, np.exp(ro.batch.old_logp_sum)), "strata.jsonl"
-    return plan_starts(episodes), "continuations.jsonl"
+        ro = saved["ro"]
+        return (plan_strata(episodes_of(ro, saved["tasks"], saved["seeds"]), np.exp(ro.batch.old_logp_sum)),
+                "strata.jsonl")
+    return plan_states(saved), "continuations.jsonl"
 
 
 def ground_truth(trainer, player, saved: dict, samples: int, out: Path, truth_kind: str = "plain",
@@ -159,7 +159,7 @@ def ground_truth(trainer, player, saved: dict, samples: int, out: Path, truth_ki
     if not player.expert_view:      # the policy is the expert but for eps: no second, independent view
         return truth, np.stack(halves), None, mc_s
     expert_file = out / "expert_values.json"
-    states = plan_states(saved)
+    states = plan if truth_kind == "plain" else plan_states(saved)
     known = json.loads(expert_file.read_text()) if expert_file.exists() else {}
     if any(k not in known for k in states.keys):
         spec = trainer.spec

@@ -25,7 +25,6 @@ import sys
 import time
 from pathlib import Path
 
-import numpy as np
 
 from benchmarks.credit.aa_settings import build_parser, default_policy, settings, with_policy
 
@@ -48,12 +47,11 @@ def plain_reliability(plan, store, reward, valid, gamma: float, penalty: float) 
 
 
 def study(trainer, player, saved: dict, plain_ks: list, strata_ks: list, folder: Path, log=print) -> list:
-    from benchmarks.credit.mc_truth import ContinuationStore, episodes_of, plan_starts, run_continuations
-    from benchmarks.credit.strata import plan_strata, strata_reliability
-    c, ro = trainer.cfg, saved["ro"]
-    batch = ro.batch
-    episodes = episodes_of(ro, saved["tasks"], saved["seeds"])
-    plans = {"plain": plan_starts(episodes), "strata": plan_strata(episodes, np.exp(batch.old_logp_sum))}
+    from benchmarks.credit.advantage_accuracy import truth_plan
+    from benchmarks.credit.mc_truth import ContinuationStore, run_continuations
+    from benchmarks.credit.strata import strata_reliability
+    c, batch = trainer.cfg, saved["ro"].batch
+    plans = {kind: truth_plan(saved, kind)[0] for kind in ("plain", "strata")}
     rows = []
     for method, ks in (("plain", plain_ks), ("strata", strata_ks)):
         plan, store = plans[method], ContinuationStore(folder / f"{method}.jsonl")
