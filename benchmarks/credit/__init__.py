@@ -6,7 +6,8 @@
 
 ``advantage_accuracy`` plays a real policy's rollouts and compares every estimator's advantage with the
 Monte-Carlo advantage of that policy on the same rows (truth: ``mc_truth``; scores and report:
-``advantage_metrics``, ``advantage_report``). ``estimator_quality`` does the same on small text MDPs
-(``text_mdp``) whose advantages dynamic programming gives exactly; ``group_stats`` measures the step
-groups an estimator forms; ``eps_calibration`` picks the hidden-state radius those groups depend on.
+``advantage_metrics``, ``advantage_report``; what they read: ``score_inputs``). ``estimator_quality`` does
+the same on small text MDPs (``text_mdp``) whose advantages dynamic programming gives exactly;
+``group_stats`` measures the step groups an estimator forms; ``eps_calibration`` picks the hidden-state
+radius those groups depend on.
 """

@@ -229,7 +229,9 @@ def report(inputs, out: Path, header: str) -> tuple:
     return own, common, text
 
 
-def run(args) -> dict:
+def run(args, on_stage=None) -> dict:
+    """The benchmark as ``main`` runs it; ``on_stage(name)`` (if given) hears each stage as it starts:
+    "screen", "batch", "truth", "scores" (``bipace-compare``'s progress bar)."""
     from agents.run_folder import claim_run_folder
     out = Path(args.out)
     # one writer per folder; a pooled report only rewrites its own files, so it may always reuse its folder
@@ -241,12 +243,12 @@ def run(args) -> dict:
                           what="credit benchmark"):
         if args.rescore:
             return rescore(out)
-        return pool(args) if args.pool else run_batch(args, out)
+        return pool(args) if args.pool else run_batch(args, out, on_stage or (lambda stage: None))
 
 
 def rescore(out: Path) -> dict:
     """The report of a finished run written again from its score inputs, under its own header."""
-    from benchmarks.credit.advantage_report import ScoreInputs
+    from benchmarks.credit.score_inputs import ScoreInputs
     path = out / "score_inputs.npz"
     if not path.exists():
         raise FileNotFoundError(f"--rescore: {out} holds no score_inputs.npz; run that batch to the end "
@@ -260,22 +262,25 @@ def rescore(out: Path) -> dict:
     return {"results": common, "own": own}
 
 
-def run_batch(args, out: Path) -> dict:
+def run_batch(args, out: Path, on_stage) -> dict:
     from agents.trainer import Trainer
     from estimators import available_estimators
-    from benchmarks.credit.advantage_report import COMMON_MODE, ScoreInputs, estimator_advantages, plot
+    from benchmarks.credit.advantage_report import COMMON_MODE, plot
+    from benchmarks.credit.score_inputs import ScoreInputs, estimator_advantages
     from benchmarks.credit.manifest import check_manifest
     from benchmarks.credit.players import make_player
     from benchmarks.credit.policy_play import choose_goals
     from benchmarks.credit.user_estimator import load_user_estimator
     preset_cfg, cfg = settings(args)
     policy = default_policy(args, preset_cfg)
-    check_manifest(out, manifest_settings(args, cfg, policy), list(KEPT))
+    # a larger K continues the truth: the continuations played stay valid draws, the rest are added
+    check_manifest(out, manifest_settings(args, cfg, policy), list(KEPT), may_grow=("samples",))
     cfg = with_policy(cfg, policy, out / "policy")
     wall0 = time.perf_counter()
     trainer = Trainer(cfg)
     player = make_player(trainer, args.scripted, args.seed, args.chunk, args.workers)
     tasks = candidate_goals(args, trainer)
+    on_stage("screen")
     if args.screen_repeats > 0:
         scr = player.screen(tasks, args.screen_repeats, out)
         goals, note = choose_goals(scr["by_task"], tasks, args.tasks, args.seed)
@@ -289,6 +294,7 @@ def run_batch(args, out: Path) -> dict:
     (out / "goals.json").write_text(json.dumps([str(g) for g in goals]))
     if len(goals) != cfg.batch_tasks:          # fewer usable goals than --tasks: a smaller batch
         trainer.cfg = cfg = dataclasses.replace(cfg, batch_tasks=len(goals))
+    on_stage("batch")
     saved = player.record_batch(goals, out)
     ro = saved["ro"]
     won = float(ro.success.mean())
@@ -304,11 +310,13 @@ def run_batch(args, out: Path) -> dict:
                  "(--finished-goals: the run was stopped before the rest)")
         ro = saved["ro"]
         won = float(ro.success.mean())
+    on_stage("truth")
     truth, halves, expert_adv, mc_s = ground_truth(trainer, player, saved, args.samples, out, args.truth,
                                                    not args.no_progress)
     if not np.any(truth.adv != 0):
         raise SystemExit("every MC advantage is zero (no continuation from any state won): the policy never "
                          "wins these goals, so no estimator has anything to be right about")
+    on_stage("scores")
     names = args.estimators or available_estimators()
     names = list(names) + [load_user_estimator(spec) for spec in args.estimator]
     own = estimator_advantages(ro.batch, cfg.estimator_kwargs(), names)
@@ -332,8 +340,13 @@ def run_batch(args, out: Path) -> dict:
               f"Rows with |A| > 2 SE (sign column): {int(np.sum(np.abs(truth.adv) > 2 * truth.se))}.")
     scored_own, scored_common, table = report(inputs, out, header)
     plot(scored_own, own, truth.adv, truth.se, out / "accuracy.png", setting)
+    wall = time.perf_counter() - wall0
+    before = json.loads((out / "timing.json").read_text()) if (out / "timing.json").exists() else {}
+    # totals over the calls that finished (a larger K continues a run: its first call's time counts too)
     timing = {**{k: v for k, v in saved["stats"].items() if k.endswith("_s")}, "mc_s_this_call": mc_s,
-              "wall_s_this_call": time.perf_counter() - wall0}
+              "wall_s_this_call": wall,
+              "mc_s_total": before.get("mc_s_total", before.get("mc_s_this_call", 0.0)) + mc_s,
+              "wall_s_total": before.get("wall_s_total", before.get("wall_s_this_call", 0.0)) + wall}
     (out / "timing.json").write_text(json.dumps(timing))
     print(table)
     print(f"wrote {out}/rows.csv, scores.csv, pairs.csv, summary.md, accuracy.png; times {timing}")
@@ -342,7 +355,7 @@ def run_batch(args, out: Path) -> dict:
 
 def pool(args) -> dict:
     """Several finished batches scored as one: goals and states stay apart, intervals over all goals."""
-    from benchmarks.credit.advantage_report import ScoreInputs
+    from benchmarks.credit.score_inputs import ScoreInputs
     parts = []
     for run_dir in args.pool:
         path = Path(run_dir) / "score_inputs.npz"

@@ -1,11 +1,10 @@
 """Scores of every estimator against Monte-Carlo advantages on the same rows, with intervals over goals,
 paired differences, and the report (CSV, Markdown, figure) of ``benchmarks/credit/advantage_accuracy.py``.
 
-    own = estimator_advantages(batch, options)                   # {name: Estimate}; n/a ones say why
-    common = estimator_advantages(batch, options, mode=COMMON_MODE)
-    inputs = ScoreInputs.of(truth, groups, expert_adv, own, common)
-    scored = score(inputs, "common")                             # one normalisation: pairs compare credit
-    write_report(...), markdown(scored_own, scored_common, header)
+    inputs = ScoreInputs.of(truth, groups, expert_adv, own, common)  # score_inputs.py: truth, estimates
+    scored_own, scored = score(inputs, "own"), score(inputs, "common")  # common: pairs compare credit
+    write_csvs([scored_own, scored], out); markdown(scored_own, scored, header); verdict(scored)
+    plot(scored_own, inputs.estimates["own"], truth.adv, truth.se, out / "accuracy.png", title)
 
 Metrics per estimator (``advantage_metrics.py``, shared with ``estimator_quality.py``), on the advantage
 the estimator returns (what the policy gradient uses):
@@ -32,7 +31,7 @@ from __future__ import annotations
 
 import csv
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -40,6 +39,7 @@ import numpy as np
 from benchmarks.credit import advantage_metrics
 from benchmarks.credit.advantage_metrics import corr, nmse_scaled, sign_agreement, spearman
 from benchmarks.credit.intervals import goal_members, jackknife_t
+from benchmarks.credit.score_inputs import Estimate, ScoreInputs
 from benchmarks.stats import chi2_95
 
 METRICS = ("pearson", "pearson_within", "spearman", "sign", "nmse_scaled", "singleton", "impure",
@@ -61,155 +61,6 @@ LOW_RELIABILITY = 0.3     # below it the truth is mostly noise: a column says so
 # against BASELINE
 DECOMPOSITION = (("pace", "gigpo"), ("bigpo", "gigpo"), ("bipace", "pace"), ("bipace", "gigpo"))
 BASELINE = "gigpo"
-
-
-class NonFiniteAdvantages(ValueError):
-    """An estimator returned NaN or inf on the batch."""
-
-
-@dataclass
-class Estimate:
-    """One estimator's advantages on the batch and its step groups (None without a step level), or why it
-    could not run (``reason``)."""
-    adv: np.ndarray | None
-    codes: np.ndarray | None = None
-    reason: str = ""
-
-
-def estimator_advantages(batch, options: dict, names=None, mode: str | None = None) -> dict[str, Estimate]:
-    """Every registered estimator (or ``names``) on ``batch`` with ``options`` (the trainer's: gamma, mode,
-    eps, ...); ``mode`` overrides every estimator's normalisation. One that needs a field the batch lacks,
-    or rejects ``mode``, is reported with why; one that returns a non-finite value is an error naming it."""
-    from estimators import REGISTRY, available_estimators, compute_advantages, step_groups
-    from estimators.batch import missing_field_error
-    options = dict(options) if mode is None else {**options, "mode": mode}
-    out = {}
-    for name in names or available_estimators():
-        missing = [f for f in REGISTRY[name].needs if getattr(batch, f) is None]
-        if missing:
-            out[name] = Estimate(None, reason=str(missing_field_error(name, missing[0])))
-            continue
-        try:
-            adv = np.asarray(compute_advantages(batch, name, **options), dtype=float)
-        except ValueError as exc:
-            if mode is None:
-                raise
-            out[name] = Estimate(None, reason=f"not defined at mode={mode}: {exc}")
-            continue
-        bad = np.flatnonzero(~np.isfinite(adv))
-        if len(bad):
-            raise NonFiniteAdvantages(
-                f"estimator {name!r} returned {len(bad)} non-finite advantage(s) (first rows "
-                f"{bad[:5].tolist()}: {adv[bad[:5]].tolist()}) with options {options}; fix the estimator or "
-                "its options")
-        out[name] = Estimate(adv, step_groups(batch, name, **options))
-    return out
-
-
-@dataclass
-class ScoreInputs:
-    """Everything the scores read, per row; ``pool`` joins several batches (goals and states stay apart)."""
-    goal: np.ndarray              # goal label of each row (a batch's rollout group)
-    adv: np.ndarray               # MC advantage A
-    se: np.ndarray                # its standard error (floored)
-    start: np.ndarray             # the state each row acted in (an id)
-    start_v: np.ndarray           # per row: the MC value of its state and that value's standard error
-    start_se: np.ndarray
-    expert_adv: np.ndarray | None
-    estimates: dict = field(default_factory=dict)    # {"own": {name: Estimate}, "common": {...}}
-    noise_var: np.ndarray | None = None  # per row: the unfloored sampling variance of A (mc_noise)
-    halves: np.ndarray | None = None     # (2, rows): A from each half of the continuations (split-half)
-
-    @classmethod
-    def of(cls, truth, groups, expert_adv, own: dict, common: dict, halves=None) -> "ScoreInputs":
-        return cls(np.asarray(groups).astype(str), truth.adv, truth.se, np.asarray(truth.row_start),
-                   truth.v, truth.v_se, expert_adv, {"own": own, "common": common}, truth.noise_var,
-                   None if halves is None else np.asarray(halves, dtype=float))
-
-    def reliability(self) -> tuple[float, float]:
-        """(1 - mean(noise) / var(A), the split-half correlation stepped up by Spearman-Brown): the share of
-        A's spread across rows that is not sampling noise, two ways; NaN where not recorded (runs before
-        2026-12-07). The first ignores that rows sharing a state share its error (``mc_noise`` corrects for
-        that in one batch); over a batch's hundreds of rows the two agree (docs/advantage-accuracy.md)."""
-        from benchmarks.credit.mc_noise import reliability_of
-        unbiased = (reliability_of(self.adv, float(np.mean(self.noise_var)))
-                    if self.noise_var is not None else float("nan"))
-        split = float("nan")
-        if self.halves is not None and min(np.std(self.halves[0]), np.std(self.halves[1])) > 0:
-            r = float(np.corrcoef(self.halves[0], self.halves[1])[0, 1])
-            split = 2 * r / (1 + r)
-        return unbiased, split
-
-    def save(self, path: Path, **extra) -> None:
-        """Write to a compressed .npz (numbers only, no pickle: small enough to keep beside the docs)."""
-        arrays = {k: getattr(self, k) for k in ("goal", "adv", "se", "start", "start_v", "start_se")}
-        for name in ("expert_adv", "noise_var", "halves"):
-            if getattr(self, name) is not None:
-                arrays[name] = getattr(self, name)
-        reasons = {}
-        for kind, ests in self.estimates.items():
-            for name, e in ests.items():
-                if e.adv is None:
-                    reasons[f"{kind}/{name}"] = e.reason
-                    continue
-                arrays[f"{kind}/{name}/adv"] = e.adv
-                if e.codes is not None:
-                    arrays[f"{kind}/{name}/codes"] = np.asarray(e.codes)
-        arrays["meta"] = np.array(json.dumps({"reasons": reasons, **extra}))
-        np.savez_compressed(path, **arrays)
-
-    @classmethod
-    def load(cls, path: Path) -> tuple["ScoreInputs", dict]:
-        """(inputs, the ``extra`` given to ``save``)."""
-        with np.load(path) as z:
-            meta = json.loads(str(z["meta"]))
-            estimates: dict = {"own": {}, "common": {}}
-            for key in z.files:
-                parts = key.split("/")
-                if len(parts) == 3 and parts[2] == "adv":
-                    codes = z.get(f"{parts[0]}/{parts[1]}/codes")
-                    estimates[parts[0]][parts[1]] = Estimate(z[key], codes)
-            for key, reason in meta.pop("reasons").items():
-                kind, name = key.split("/")
-                estimates[kind][name] = Estimate(None, reason=reason)
-            optional = {k: z[k] if k in z.files else None for k in ("expert_adv", "noise_var", "halves")}
-            inputs = cls(z["goal"].astype(str), z["adv"], z["se"], z["start"], z["start_v"], z["start_se"],
-                         optional["expert_adv"], estimates, optional["noise_var"], optional["halves"])
-        return inputs, meta
-
-    @classmethod
-    def pool(cls, parts: list["ScoreInputs"], labels: list[str]) -> "ScoreInputs":
-        starts, offset = [], 0
-        for p in parts:
-            starts.append(p.start + offset)
-            offset += int(p.start.max()) + 1
-        estimates = {}
-        for kind in ("own", "common"):
-            names = sorted(set.intersection(*(set(p.estimates[kind]) for p in parts)))
-            estimates[kind] = {n: _pooled_estimate([p.estimates[kind][n] for p in parts]) for n in names}
-
-        def joined(name, axis=0):
-            return (None if any(getattr(p, name) is None for p in parts)
-                    else np.concatenate([getattr(p, name) for p in parts], axis=axis))
-        expert = joined("expert_adv")
-        return cls(np.concatenate([np.char.add(f"{lab}:", p.goal) for lab, p in zip(labels, parts)]),
-                   np.concatenate([p.adv for p in parts]), np.concatenate([p.se for p in parts]),
-                   np.concatenate(starts), np.concatenate([p.start_v for p in parts]),
-                   np.concatenate([p.start_se for p in parts]), expert, estimates, joined("noise_var"),
-                   joined("halves", axis=1))
-
-
-def _pooled_estimate(parts: list[Estimate]) -> Estimate:
-    if any(e.adv is None for e in parts):
-        return Estimate(None, reason=next(e.reason for e in parts if e.adv is None))
-    codes, offset = None, 0
-    if all(e.codes is not None for e in parts):
-        codes = []
-        for e in parts:
-            codes.append(np.asarray(e.codes) + offset)
-            offset += int(np.max(e.codes)) + 1
-        codes = np.concatenate(codes)
-    return Estimate(np.concatenate([e.adv for e in parts]), codes)
 
 
 def impure_rows(codes: np.ndarray, start: np.ndarray, start_v: np.ndarray,

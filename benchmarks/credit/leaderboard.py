@@ -3,7 +3,7 @@ side, one table per metric (estimators x cells) and one of paired differences ag
 
     R=docs/results/advantage-accuracy
     python -m benchmarks.credit.leaderboard textcraft-smollm2=$R/aa_tc_2plus_pooled $R/textcraft-eps0.5 ... \\
-        --out $R/leaderboard.md --doc docs/advantage-accuracy.md
+        --out $R/leaderboard.md --doc docs/advantage-accuracy.md --png docs/leaderboard.png
 
 Each argument is a run folder (``--out`` of the benchmark or of its ``--pool``), optionally ``LABEL=FOLDER``
 (default label: the folder's name). Figures are at one normalisation (mean_norm, the report's "common"
@@ -11,7 +11,7 @@ scores), so that differences measure credit, not normalisation; intervals are th
 jackknife-t over goals). ``--doc`` replaces what lies between ``<!-- leaderboard:start -->`` and
 ``<!-- leaderboard:end -->`` in that file with the tables. Under the Pearson table, the rank agreement of
 every two columns (Kendall's tau over the estimators both scored) says whether two policies order the
-estimators alike.
+estimators alike. ``--png`` draws the paired differences as one forest plot (``forest.py``).
 """
 from __future__ import annotations
 
@@ -124,6 +124,14 @@ def _diff(v, conflict: bool = False) -> str:
     return (f"**{text}**" if v[3] else text) + (" ‡" if conflict else "")
 
 
+def disattenuated_score(c: Column, name: str, metric: str = "pearson"):
+    """(r, lo, hi) / sqrt(the column's reliability); None without a positive reliability."""
+    v = c.scores.get((name, metric))
+    if v is None or not (math.isfinite(c.reliability) and c.reliability > 0):
+        return None
+    return tuple(x / math.sqrt(c.reliability) for x in v)
+
+
 def rank_agreement(cols: list[Column], metric: str = "pearson") -> list[str]:
     """Markdown lines: Kendall's tau of every two columns' estimator scores on ``metric``."""
     lines = []
@@ -165,6 +173,11 @@ def tables(cols: list[Column]) -> str:
         if metric == "pearson":
             out += ["", "Rank agreement of the columns (estimators ordered by Pearson r):", ""]
             out += rank_agreement(cols, metric)
+            out += ["", "Pearson r disattenuated, r / sqrt(reliability): the correlation with the noise-free "
+                        "A (interval ends divided alike; the reliability's own uncertainty is left out):", "",
+                    head]
+            out += [f"| {n} | " + " | ".join(_value(disattenuated_score(c, n)) for c in cols) + " |"
+                    for n in sorted(estimators, key=rank_key)]
         pairs = sorted({p for c in cols for (p, m) in c.pairs
                         if m == metric and p.endswith(f" - {BASELINE}")})
         out += ["", f"{LABELS[metric]}, paired difference against {BASELINE} (same goals; **bold**: the "
@@ -177,6 +190,45 @@ def tables(cols: list[Column]) -> str:
                         "averages a disagreement, read the batches (docs/advantage-accuracy.md)."]
         out.append("")
     return "\n".join(out)
+
+
+def batch_seconds(folder: Path) -> float:
+    """Seconds a batch took to make (``timing.json``): the wall time of the calls that finished it, or the
+    sum of its stages where the recorded calls only rescored or finished it."""
+    t = json.loads((Path(folder) / "timing.json").read_text())
+    truth = t.get("mc_s_total", t.get("mc_s_this_call", 0.0))
+    stages = t.get("rollout_s", 0.0) + t.get("embed_s", 0.0) + truth
+    return max(t.get("wall_s_total", t.get("wall_s_this_call", 0.0)), stages)
+
+
+def batch_row(spec: str) -> str:
+    """One markdown row of the cells table from a finished batch folder (``LABEL=FOLDER`` or ``FOLDER``):
+    its size, screen and batch success, rows and distinct states, the truth's reliability, rows the sign
+    column reads, and wall time."""
+    from benchmarks.credit.score_inputs import ScoreInputs
+    label, sep, folder = spec.partition("=")
+    folder = Path(folder if sep else label)
+    label = label if sep else folder.name
+    need = [n for n in ("manifest.json", "score_inputs.npz", "screen.json", "timing.json")
+            if not (folder / n).is_file()]
+    if need:
+        raise FileNotFoundError(f"{folder}: no {', '.join(need)}; --batches takes finished batch folders "
+                                "(not pools)")
+    m = json.loads((folder / "manifest.json").read_text())
+    inputs, meta = ScoreInputs.load(folder / "score_inputs.npz")
+    unbiased, split = inputs.reliability()
+    wall = batch_seconds(folder)
+    screen = json.loads((folder / "screen.json").read_text())["eval_success"]
+    return (f"| `{label}` | {len(set(inputs.goal))} x {m['group_size']}, {m.get('truth', 'plain')} K = "
+            f"{m['samples']} | seed {m['seed']}{', disjoint' if m.get('exclude') else ''} | "
+            f"{100 * screen:.1f}% | {100 * meta.get('won', math.nan):.1f}% | "
+            f"{len(inputs.adv):,} ({len(set(inputs.start.tolist())):,}) | {unbiased:.3f} / {split:.3f} | "
+            f"{int((abs(inputs.adv) > 2 * inputs.se).sum())} | {wall / 60:.1f} min |")
+
+
+BATCH_HEAD = ("| batch | goals x G, truth | seed | screen won | batch won | rows (distinct states) | "
+              "reliability (unbiased / split-half) | rows with \\|A\\| > 2 SE | wall |\n"
+              "|---|---|---|---|---|---|---|---|---|")
 
 
 def update_doc(doc: Path, text: str) -> None:
@@ -195,11 +247,28 @@ def main(argv=None) -> str:
                    help="finished advantage_accuracy run folders")
     p.add_argument("--out", type=Path, help="write the tables to this markdown file")
     p.add_argument("--doc", type=Path, help="fill this file's leaderboard block with the tables")
+    p.add_argument("--png", type=Path,
+                   help="draw the forest plot of the paired differences (forest.py) here")
+    p.add_argument("--batches", nargs="+", default=[], metavar="[LABEL=]FOLDER",
+                   help="also print the cells table: one row per finished batch folder (size, success, "
+                        "reliability, wall time)")
+    p.add_argument("--fresh", nargs="+", default=[], metavar="LABEL",
+                   help="columns rerun on this machine, drawn apart from committed ones in --png")
     args = p.parse_args(argv)
     try:
-        text = tables([read_column(r) for r in args.runs])
+        cols = [read_column(r) for r in args.runs]
+        unknown = sorted(set(args.fresh) - {c.label for c in cols})
+        if unknown:
+            raise ValueError(f"--fresh {unknown}: no column has that label; the labels: "
+                             f"{[c.label for c in cols]}")
+        text = tables(cols)
+        if args.batches:
+            text = BATCH_HEAD + "\n" + "\n".join(batch_row(b) for b in args.batches) + "\n\n" + text
         if args.doc:
             update_doc(args.doc, text)
+        if args.png:
+            from benchmarks.credit.forest import forest_plot
+            forest_plot(cols, args.png, fresh=set(args.fresh))
     except (FileNotFoundError, ValueError) as e:
         p.error(str(e))
     if args.out:

@@ -4,8 +4,10 @@ folder continues only with the same settings.
     check_manifest(out, {"tasks": 12, "policy": fingerprint("runs/warm"), ...}, kept=["batch.pkl", ...])
 
 The first run writes the manifest; a later one with any other value stops with ``ManifestMismatch``,
-naming every differing key with both values. A folder that holds kept files but no manifest (made by an
-older version) is refused too: nothing says what made those files.
+naming every differing key with both values, but for keys the caller lets grow (the truth's K: a rerun
+with more continuations per state keeps those played and adds the rest), whose history the manifest
+keeps. A folder that holds kept files but no manifest (made by an older version) is refused too: nothing
+says what made those files.
 """
 from __future__ import annotations
 
@@ -37,13 +39,27 @@ def _plain(settings: dict) -> dict:
     return json.loads(json.dumps(settings, sort_keys=True, default=str))
 
 
-def check_manifest(out: Path, settings: dict, kept: list[str]) -> None:
-    """Write ``out/manifest.json`` on a first run; on a rerun stop if any setting differs."""
+GROWN = "grown"      # the manifest's record of settings that grew on a rerun: {key: [first, ..., now]}
+
+
+def check_manifest(out: Path, settings: dict, kept: list[str], may_grow: tuple = ()) -> None:
+    """Write ``out/manifest.json`` on a first run; on a rerun stop if any setting differs, except that a
+    numeric setting named in ``may_grow`` may increase (it is then updated, and its history kept under
+    ``"grown"``): a setting whose kept files stay valid when it grows, such as the truth's K."""
     out, settings = Path(out), _plain(settings)
     path = out / "manifest.json"
     if path.exists():
         before = json.loads(path.read_text())
-        diff = sorted(k for k in set(before) | set(settings) if before.get(k) != settings.get(k))
+        history = before.pop(GROWN, {})
+        grew = {k for k in may_grow if isinstance(before.get(k), (int, float))
+                and isinstance(settings.get(k), (int, float)) and settings[k] > before[k]}
+        diff = sorted(k for k in set(before) | set(settings)
+                      if before.get(k) != settings.get(k) and k not in grew)
+        if not diff and grew:
+            for k in sorted(grew):
+                history[k] = history.get(k, [before[k]]) + [settings[k]]
+            path.write_text(json.dumps({**settings, GROWN: history}, indent=1, sort_keys=True) + "\n")
+            return
         if diff:
             shown = "; ".join(f"{k}: {before.get(k)!r} there, {settings.get(k)!r} now" for k in diff)
             raise ManifestMismatch(f"{out} was made with other settings ({shown}); rerun with the settings "

@@ -1,14 +1,23 @@
-"""``bipace-compare``: which estimator assigns credit best on a real policy, then learning curves of
-several estimators x seeds on one env, with the trainer.
+"""``bipace-compare``: which estimator assigns credit best, rerun on your machine against the committed
+leaderboard; or, one flag away, the accuracy stage on a SmolLM2 warm start and learning curves of several
+estimators x seeds on one env, with the trainer.
 
-    bipace-compare                                      # preset "compare": the accuracy stage on SmolLM2
-    bipace-compare --train                              # then short RL runs of its estimators
+    bipace-compare                                      # the leaderboard's cells that fit 15 min, replicated
+    bipace-compare --full                               # every cell (its wall time first; resumable)
+    bipace-compare --cells webshop-eps0.3 --out runs/ws # named cells
+    bipace-compare --policy warm-start                  # preset "compare": the accuracy stage on SmolLM2
+    bipace-compare --train                              # the warm start, then short RL runs of its estimators
     bipace-compare --preset tiny                        # the 1M-parameter model (fast, does not generalise)
     bipace-compare --estimators grpo gigpo bipace --seeds 0 1 2 --set iterations=20 --out runs/compare
     bipace-compare --preset qwen1.5b-alfworld --seeds 0 1 2          # the paper's setting on one GPU
     bipace-compare --set lr=1e-3 --set env_kwargs='{"preset": "agentgym", "depths": [1, 2]}'
     bipace-compare --set vector_mode=ray --set ray_address=auto     # envs in a Ray cluster's actors
     python -m benchmarks.learning.compare ...                    # the same, from a checkout
+
+The default (``--policy cells``) is ``benchmarks/credit/replicate.py``: it reruns committed cells of
+``benchmarks/credit/cells.py`` with a new seed, says per pair whether each replicates, pools those that do,
+prints the verdict and draws ``leaderboard.png``. The rest of this docstring is the warm-start policy's path
+(``--policy warm-start``, implied by ``--train`` or any ``--preset``).
 
 Settings: a preset of ``agents/presets.py`` (``--preset``) plus ``--set FIELD=VALUE`` for any
 ``agents.config.TrainConfig`` field; the preset also names the default estimators and seeds. First (when the
@@ -39,7 +48,6 @@ Outputs in ``--out``:
 from __future__ import annotations
 
 import argparse
-import csv
 import dataclasses
 import json
 import os
@@ -50,16 +58,14 @@ from pathlib import Path
 
 import numpy as np
 
-from benchmarks.plotting import MARKERS, STYLES, data_limits
-from benchmarks.stats import ci95, t975
+# CSV_FIELDS and summary_table: the report's, imported here for the command's users and tests
+from benchmarks.learning.compare_report import CSV_FIELDS, summary_table  # noqa: F401
+from benchmarks.learning.compare_report import read_run, write_outputs
 
 # where the real answers are, for a first-time user of the short default
 FULL_ACCURACY = ("python -m benchmarks.credit.advantage_accuracy --out runs/aa --ingredients 2+ "
                  "(docs/advantage-accuracy.md)")
 FULL_LEARNING = "python -m benchmarks.learning.train_table --out runs/table (docs/experiments.md)"
-
-CSV_FIELDS = ["estimator", "seed", "iteration", "success", "score", "singleton_rate", "clusters_per_group",
-              "mean_group_size", "estimator_s", "rollout_s", "update_s", "rows", "eval_success", "eval_n"]
 
 
 def make_trainer_class():
@@ -111,6 +117,17 @@ def accuracy_stage(name: str, sets: list, policy: str, out: Path) -> str:
     return (out / "summary.md").read_text()
 
 
+def claim_warm_start_out(out: Path) -> None:
+    """Mark ``out`` as the warm-start path's; refuse one the cells' path made."""
+    from benchmarks.credit.replicate import MARKER
+    marker = out / MARKER
+    if marker.exists() and json.loads(marker.read_text()).get("mode") != "warm-start":
+        raise SystemExit(f"bipace-compare: error: {out} holds the leaderboard cells' reruns; choose another "
+                         "--out for --policy warm-start")
+    out.mkdir(parents=True, exist_ok=True)
+    marker.write_text(json.dumps({"command": "bipace-compare", "mode": "warm-start"}) + "\n")
+
+
 def run_one(cfg, warm_start: Path | None, fresh: bool) -> Path:
     """Train one (estimator, seed); reuse it when a finished run with the same config is on disk."""
     out = Path(cfg.out_dir)
@@ -130,167 +147,24 @@ def run_one(cfg, warm_start: Path | None, fresh: bool) -> Path:
     return out
 
 
-def read_run(run_dir: Path, estimator: str, seed: int, start_eval: tuple = ("", "")) -> list[dict]:
-    """The run's per-iteration rows; ``start_eval`` (success, episodes) fills iteration 0 for runs that
-    skipped it."""
-    with open(run_dir / "train.csv") as f:
-        train = list(csv.DictReader(f))
-    evals = {0: start_eval} if start_eval != ("", "") else {}
-    if (run_dir / "eval.csv").exists():
-        with open(run_dir / "eval.csv") as f:
-            evals.update({int(r["iteration"]): (r["eval_success"], r.get("eval_n", ""))
-                          for r in csv.DictReader(f)})
-    rows = []
-    if 0 in evals:
-        rows.append({"estimator": estimator, "seed": seed, "iteration": 0, "eval_success": evals[0][0],
-                     "eval_n": evals[0][1]})
-    for r in train:
-        it = int(r["iteration"])
-        row = {k: r.get(k, "") for k in CSV_FIELDS if k not in ("estimator", "seed")}
-        row.update(estimator=estimator, seed=seed, iteration=it, eval_success=evals.get(it, ("", ""))[0],
-                   eval_n=evals.get(it, ("", ""))[1])
-        rows.append({k: "" if v == "nan" else v for k, v in row.items()})
-    return rows
-
-
-def _nanmean(values) -> float:
-    values = np.asarray(values, dtype=float)
-    return float(np.mean(values[~np.isnan(values)])) if (~np.isnan(values)).any() else float("nan")
-
-
-def _num(rows, key):
-    return np.array([float(r[key]) if r.get(key, "") not in ("", None) else np.nan for r in rows])
-
-
-def curves(rows: list[dict], estimator: str, key: str) -> tuple[np.ndarray, np.ndarray]:
-    """(iterations, values[seed, iteration]) of one metric; NaN where a seed has no value."""
-    mine = [r for r in rows if r["estimator"] == estimator and r.get(key, "") not in ("", None)]
-    its = sorted({int(r["iteration"]) for r in mine})
-    seeds = sorted({int(r["seed"]) for r in mine})
-    grid = np.full((len(seeds), len(its)), np.nan)
-    for r in mine:
-        grid[seeds.index(int(r["seed"])), its.index(int(r["iteration"]))] = float(r[key])
-    return np.array(its), grid
-
-
-def plot(rows: list[dict], estimators: list[str], path: Path, title: str) -> None:
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    from matplotlib.ticker import MaxNLocator
-    panels = [("success", "training success rate (%)", 100.0),
-              ("eval_success", "held-out success rate (%)", 100.0),
-              ("singleton_rate", "singleton rate (% of step rows)", 100.0)]
-    fig, axes = plt.subplots(1, 3, figsize=(15, 4.3))
-    colours = plt.get_cmap("tab10")
-    for ax, (key, label, scale) in zip(axes, panels):
-        for k, est in enumerate(estimators):
-            its, grid = curves(rows, est, key)
-            if not len(its):
-                continue
-            mean = np.nanmean(grid, axis=0) * scale
-            n = grid.shape[0]
-            # distinct dashes and markers keep overlapping curves (e.g. all at 0%) distinguishable
-            ax.plot(its, mean, ls=STYLES[k % len(STYLES)], marker=MARKERS[k % len(MARKERS)], color=colours(k),
-                    ms=4, label=f"{est} (mean of {n} seed{'s' * (n > 1)})")
-            if n > 1:
-                ax.fill_between(its, np.nanmin(grid, 0) * scale, np.nanmax(grid, 0) * scale, color=colours(k),
-                                alpha=0.18, lw=0)
-        ax.set_xlabel("RL iteration (one rollout batch + PPO update)")
-        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-        ax.set_ylabel(label)
-        ax.set_ylim(*data_limits(ax, scale))
-        ax.grid(alpha=0.3)
-        if key == "singleton_rate" and not ax.lines:
-            ax.text(0.5, 0.5, "no step groups (GRPO only)", ha="center", transform=ax.transAxes)
-    axes[0].legend(loc="best", fontsize=8, title="line: mean, band: min-max over seeds", title_fontsize=8)
-    fig.suptitle(title, fontsize=10)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-
-
-def _ms(values, fmt="{:.1f}") -> str:
-    """Mean over seeds ± the half-width of its 95% Student t interval (seeds vary the whole run)."""
-    values = np.asarray(values, dtype=float)
-    values = values[~np.isnan(values)]
-    if not len(values):
-        return "n/a"
-    if len(values) == 1:
-        return fmt.format(values[0]) + " (1 seed)"
-    half = t975(len(values) - 1) * values.std(ddof=1) / np.sqrt(len(values))
-    return (fmt + " ± " + fmt).format(values.mean(), half)
-
-
-def _rate(p: float, n: float) -> str:
-    """A success rate in % ± the half-width of its 95% interval over the n episodes it pools."""
-    if np.isnan(p) or not n:
-        return "n/a"
-    return f"{100 * p:.1f} ± {100 * ci95(p, n):.1f} (n={int(n)})"
-
-
-def _pooled(values, episodes) -> tuple[float, float]:
-    values, episodes = np.asarray(values, float), np.asarray(episodes, float)
-    ok = ~np.isnan(values) & ~np.isnan(episodes)
-    n = episodes[ok].sum()
-    return (float((values[ok] * episodes[ok]).sum() / n), float(n)) if n else (float("nan"), 0.0)
-
-
-def summary_table(rows: list[dict], estimators: list[str], walls: dict, last: int, header: str,
-                  episodes_per_iteration: int = 0) -> str:
-    names = ["estimator", "seeds", f"train success % (last {last} it.)", "held-out success % (end)",
-             "held-out success % (start)", "singleton rate %", "clusters / group", "mean group size",
-             "estimator ms / it.", "rollout s / it.", "update s / it.", "wall s / run"]
-    lines = [header, "", "| " + " | ".join(names) + " |", "|" + "---|" * len(names)]
-    for est in estimators:
-        mine = [r for r in rows if r["estimator"] == est and r.get("success", "") != ""]
-        seeds = sorted({int(r["seed"]) for r in mine})
-        _, succ = curves(rows, est, "success")
-        ev_its, ev = curves(rows, est, "eval_success")
-        # success rates pool their episodes over seeds; other figures vary by seed (t interval)
-        final = _pooled([_nanmean(s[-last:]) for s in succ],
-                        [episodes_per_iteration * min(last, int((~np.isnan(s)).sum())) for s in succ])
-        _, ev_n = curves(rows, est, "eval_n")
-        ends = [(s[~np.isnan(s)][-1], n[~np.isnan(n)][-1]) for s, n in zip(ev, ev_n) if (~np.isnan(s)).any()]
-        ev_end = _pooled([e[0] for e in ends], [e[1] for e in ends])
-        has_start = len(ev_its) and ev_its[0] == 0
-        ev_start = _pooled(ev[:, 0], ev_n[:, 0]) if has_start else (float("nan"), 0.0)
-
-        def per_seed(key):
-            return [_nanmean(_num([r for r in mine if int(r["seed"]) == s], key)) for s in seeds]
-
-        lines.append("| " + " | ".join([
-            est, str(len(seeds)), _rate(*final), _rate(*ev_end), _rate(*ev_start),
-            _ms(np.array(per_seed("singleton_rate")) * 100), _ms(per_seed("clusters_per_group")),
-            _ms(per_seed("mean_group_size"), "{:.2f}"),
-            _ms(np.array(per_seed("estimator_s")) * 1000, "{:.2f}"), _ms(per_seed("rollout_s")),
-            _ms(per_seed("update_s")), _ms([walls.get((est, s), np.nan) for s in seeds], "{:.0f}")]) + " |")
-    return "\n".join(lines) + "\n"
-
-
-def write_outputs(rows, estimators, walls, out: Path, title: str, last: int,
-                  episodes_per_iteration: int, accuracy: str = "") -> str:
-    with open(out / "curves.csv", "w", newline="") as f:
-        w = csv.DictWriter(f, CSV_FIELDS, extrasaction="ignore")
-        w.writeheader()
-        w.writerows(rows)
-    table = summary_table(rows, estimators, walls, last,
-                          f"{title}. Success rates: pooled over seeds ± 95% CI half-width over their n "
-                          "episodes; other figures: mean over seeds ± 95% t-interval half-width.",
-                          episodes_per_iteration)
-    if accuracy:
-        table = ("## Advantage accuracy on the starting policy's rollouts (accuracy/)\n\n" + accuracy +
-                 "\n## Short RL runs (at this size success rates seldom separate: read their intervals)\n\n"
-                 + table)
-    (out / "summary.md").write_text(table)
-    plot(rows, estimators, out / "curves.png", title)
-    return table
-
-
 def build_parser() -> argparse.ArgumentParser:
     from agents.presets import describe
+    from benchmarks.credit.cells import CELLS
+    from benchmarks.credit.replicate import BUDGET_MIN, RERUN_SEED
     p = argparse.ArgumentParser(prog="bipace-compare", description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    p.add_argument("--policy", choices=["cells", "warm-start"],
+                   help="cells: rerun the committed leaderboard's cells (scripted policies) and check them; "
+                        "warm-start: the accuracy stage (and --train's RL runs) on the preset's SmolLM2 warm "
+                        "start (default: cells, or warm-start with any of --train, --preset, --estimators, "
+                        "--seeds, --set, --no-accuracy)")
+    p.add_argument("--cells", nargs="+", choices=sorted(CELLS), metavar="CELL",
+                   help=f"cells to rerun (default: those that fit --budget); one of {sorted(CELLS)}")
+    p.add_argument("--full", action="store_true", help="rerun every cell (its wall time is said first)")
+    p.add_argument("--budget", type=float, default=BUDGET_MIN,
+                   help="minutes the default cells may take together, from their committed timings")
+    p.add_argument("--seed", type=int, default=RERUN_SEED, help="the reruns' seed (not a committed one)")
+    p.add_argument("--no-progress", action="store_true", help="a line per stage instead of the bar")
     p.add_argument("--preset", default="compare",
                    help="the TrainConfig every run starts from (agents/presets.py):\n" + describe())
     p.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
@@ -310,9 +184,44 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def cells_main(args, parser) -> int:
+    """The default: rerun committed cells and check them (``benchmarks/credit/replicate.py``)."""
+    from benchmarks.credit.replicate import CompareInputError, run_cells
+    from agents.run_folder import RunFolderError
+    wrong = [f for f, given in (("--train", args.train), ("--estimators", args.estimators),
+                                ("--seeds", args.seeds), ("--set", args.set),
+                                ("--no-accuracy", args.no_accuracy)) if given]
+    if wrong:
+        parser.error(f"{', '.join(wrong)} belong to --policy warm-start (the RL comparison); the cells' "
+                     "settings are in benchmarks/credit/cells.py")
+    if args.budget <= 0 or not np.isfinite(args.budget):
+        parser.error(f"--budget must be a positive number of minutes, got {args.budget}")
+    try:
+        import matplotlib  # noqa: F401  (the figure is the last step: fail before the cells, not after)
+    except ImportError:
+        parser.error("the leaderboard figure needs matplotlib: pip install 'bipace[bench]'")
+    try:
+        text = run_cells(args.cells, Path(args.out), args.full, args.budget, args.seed, not args.no_progress)
+    except (CompareInputError, RunFolderError) as exc:
+        print(f"bipace-compare: error: {exc}", file=sys.stderr)
+        return 2
+    print(text)
+    return 0
+
+
 def main(argv=None) -> int:
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.policy is None:         # a flag of the RL comparison asks for it
+        rl_flags = (args.train, args.estimators, args.seeds, args.set, args.no_accuracy,
+                    args.preset != "compare")
+        args.policy = "warm-start" if any(rl_flags) else "cells"
+    if args.policy == "cells":
+        return cells_main(args, parser)
+    if args.cells or args.full:
+        parser.error("--cells and --full rerun the leaderboard's cells: leave out --policy warm-start, "
+                     "--train and --preset")
     from agents.presets import PRESETS, get_preset, resolve_name
     from estimators import available_estimators
     from tqdm.auto import tqdm
@@ -336,6 +245,7 @@ def main(argv=None) -> int:
               file=sys.stderr)
         return 2
     out = Path(args.out)
+    claim_warm_start_out(out)
     (out / "runs").mkdir(parents=True, exist_ok=True)
     title = (f"{base.env} / {base.model} / preset {name}: {base.iterations} iterations x "
              f"{base.batch_tasks} tasks x G={base.group_size}")

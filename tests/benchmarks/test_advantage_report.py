@@ -4,8 +4,8 @@ named; then the run folder's manifest and the policy's random streams and prompt
 import numpy as np
 import pytest
 
-from benchmarks.credit.advantage_report import (DECOMPOSITION, Estimate, NonFiniteAdvantages, ScoreInputs,
-                                                estimator_advantages, impure_rows, score, verdict)
+from benchmarks.credit.advantage_report import DECOMPOSITION, impure_rows, score, verdict
+from benchmarks.credit.score_inputs import Estimate, NonFiniteAdvantages, ScoreInputs, estimator_advantages
 
 
 def test_a_group_of_one_state_value_is_flagged_about_five_percent_of_the_time_whatever_its_size():
@@ -97,6 +97,25 @@ def test_every_estimator_at_one_normalisation_and_a_nonfinite_one_named(monkeypa
     register("broken")(lambda b, o: np.full(len(b.reward), np.nan))
     with pytest.raises(NonFiniteAdvantages, match="'broken'.*first rows \\[0, 1, 2, 3, 4\\]"):
         estimator_advantages(batch, {}, ["broken"])
+
+
+def test_the_truths_k_may_grow_on_a_rerun_and_the_manifest_keeps_its_history(tmp_path):
+    import json
+
+    from benchmarks.credit.manifest import ManifestMismatch, check_manifest
+    out = tmp_path / "aa"
+    check_manifest(out, {"samples": 12, "seed": 0}, ["batch.pkl"], may_grow=("samples",))
+    check_manifest(out, {"samples": 14, "seed": 0}, ["batch.pkl"], may_grow=("samples",))
+    kept = json.loads((out / "manifest.json").read_text())
+    assert kept["samples"] == 14 and kept["grown"] == {"samples": [12, 14]}
+    check_manifest(out, {"samples": 14, "seed": 0}, ["batch.pkl"], may_grow=("samples",))   # continues
+    with pytest.raises(ManifestMismatch, match="samples: 14 there, 8 now"):             # K never shrinks
+        check_manifest(out, {"samples": 8, "seed": 0}, ["batch.pkl"], may_grow=("samples",))
+    with pytest.raises(ManifestMismatch, match="seed: 0 there, 1 now"):       # nor grows beside others
+        check_manifest(out, {"samples": 16, "seed": 1}, ["batch.pkl"], may_grow=("samples",))
+    with pytest.raises(ManifestMismatch, match="samples: 14 there, 16 now"):            # only where allowed
+        check_manifest(out, {"samples": 16, "seed": 0}, ["batch.pkl"])
+    assert json.loads((out / "manifest.json").read_text()) == kept
 
 
 def test_a_rerun_with_other_settings_names_what_differs(tmp_path):
@@ -220,7 +239,6 @@ def noisy_inputs(rng, n_goals, noise_sd, rows=20):
 
 
 def test_reliability_two_ways_and_pooled_and_kept_in_the_npz(tmp_path):
-    from benchmarks.credit.advantage_report import ScoreInputs
     rng = np.random.default_rng(5)
     a, b = noisy_inputs(rng, 30, 1.0), noisy_inputs(rng, 30, 1.0)       # reliability 1 / (1 + 1) = 0.5
     for inputs in (a, ScoreInputs.pool([a, b], ["a", "b"])):

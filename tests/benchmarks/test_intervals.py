@@ -213,7 +213,8 @@ def test_report_intervals_stay_inside_each_metric_s_range():
     difference's in twice it (the committed scores.csv of the same inputs had sign agreement past 1)."""
     from pathlib import Path
 
-    from benchmarks.credit.advantage_report import METRICS, RANGES, ScoreInputs, score
+    from benchmarks.credit.advantage_report import METRICS, RANGES, score
+    from benchmarks.credit.score_inputs import ScoreInputs
     cell = Path(__file__).resolve().parents[2] / "docs/results/advantage-accuracy/alfworld-eps0.5"
     path = cell / "score_inputs.npz"
     inputs, _ = ScoreInputs.load(path)

@@ -121,3 +121,13 @@ def test_a_pool_whose_batches_disagree_in_sign_is_marked(tmp_path):
     (pooled / "parts.json").write_text(json.dumps([str(one), str(tmp_path / "gone")]))
     with pytest.raises(SystemExit):
         leaderboard.main([str(pooled)])
+
+
+def test_disattenuated_table_divides_by_the_root_of_each_columns_reliability(tmp_path):
+    a = write_run(tmp_path / "a", {"gigpo": 0.3, "pace": 0.4}, {"pace - gigpo": (0.1, 0.05, 0.15, True)})
+    (a / "reliability.json").write_text('{"unbiased": 0.25, "split_half": 0.3}')
+    b = write_run(tmp_path / "b", {"gigpo": 0.3, "pace": 0.4}, {})
+    text = leaderboard.main([str(a), str(b)])
+    block = text.split("Pearson r disattenuated")[1].split("paired difference")[0]
+    assert "| pace | 0.800 [0.700, 0.900] | n/a |" in block        # 0.4 / sqrt(0.25); b has no reliability
+    assert "| gigpo | 0.600 [0.500, 0.700] | n/a |" in block

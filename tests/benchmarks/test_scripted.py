@@ -184,6 +184,26 @@ def test_continuations_do_not_depend_on_how_many_workers_play_them(scripted_run,
     assert one == sorted((out / "continuations.jsonl").read_text().splitlines()) and len(one) > 10
 
 
+def test_a_larger_k_continues_the_truth_and_plays_only_the_extra_continuations(scripted_run, tmp_path):
+    import shutil
+    out = tmp_path / "more"
+    shutil.copytree(scripted_run, out, ignore=shutil.ignore_patterns(".lock"))
+    before = (out / "continuations.jsonl").read_text().splitlines()
+    k = json.loads((out / "manifest.json").read_text())["samples"]
+    argv = list(ARGS)
+    argv[argv.index("--samples") + 1] = str(k + 2)
+    argv += ["--policy", "scripted:0.6", "--out", str(out), "--workers", "1", "--resume", "--estimators",
+             "gigpo"]
+    assert aa.main(argv) == 0
+    after = (out / "continuations.jsonl").read_text().splitlines()
+    assert after[:len(before)] == before                      # kept as they were
+    assert len(after) == len(before) * (k + 2) // k           # two more for every distinct state
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["samples"] == k + 2 and manifest["grown"] == {"samples": [k, k + 2]}
+    timing = json.loads((out / "timing.json").read_text())
+    assert timing["mc_s_total"] > timing["mc_s_this_call"] > 0
+
+
 def test_a_policy_that_wins_everything_or_nothing_is_refused_with_an_eps_to_try(tmp_path, capsys):
     long = [a if a != "max_steps=6" else "max_steps=40" for a in ARGS]
     assert aa.main(long + ["--policy", "scripted:0", "--out", str(tmp_path / "a")]) == 2
@@ -316,7 +336,7 @@ def test_the_strata_truth_runs_on_the_same_batch_and_reports_its_reliability(scr
     rel = json.loads((out / "reliability.json").read_text())
     assert rel["unbiased"] is not None and rel["unbiased"] <= 1
     import pickle
-    from benchmarks.credit.advantage_report import ScoreInputs
+    from benchmarks.credit.score_inputs import ScoreInputs
     inputs, _ = ScoreInputs.load(out / "score_inputs.npz")
     b = pickle.loads((out / "batch.pkl").read_bytes())["ro"].batch
     certain = np.exp(b.old_logp_sum) >= 1 - 1e-9       # a recorded action the policy could not avoid

@@ -10,6 +10,8 @@ import pytest
 
 from benchmarks.credit import truth_check
 from benchmarks.credit.text_mdp import make_world, solve
+from benchmarks.credit.truth_check_play import (first_action, moments, play, sample_batch,
+                                                strata_continuations, strata_of, tables_of)
 
 
 def small_args(**changes):
@@ -22,14 +24,14 @@ def test_exact_moments_and_play_agree_with_dp():
     and variance (within 4.5 of their standard errors)."""
     world = make_world(np.random.default_rng(5), n_rooms=5, stuck_prob=0.15)
     horizon, gamma = 12, 0.95
-    V, M2 = truth_check.moments(world, horizon, gamma)
+    V, M2 = moments(world, horizon, gamma)
     assert np.allclose(V[:horizon], solve(world, horizon, gamma)[0]) and np.all(V[horizon] == 0)
-    tables = truth_check.tables_of([world])
+    tables = tables_of([world])
     rng = np.random.default_rng(6)
     for t, s in ((0, 2 * world.start), (5, 2 * world.key_room + 1), (3, 2 * world.key_room)):
         n = 20000
         where = (np.zeros(n, int), np.full(n, s), np.full(n, t))
-        disc, won = truth_check.play(tables, *where, horizon, gamma, rng)
+        disc, won = play(tables, *where, horizon, gamma, rng)
         var = M2[t, s] - V[t, s] ** 2
         assert abs(disc.mean() - V[t, s]) < 4.5 * np.sqrt(var / n) + 1e-12
         fourth = np.mean((disc - disc.mean()) ** 4)              # the sample variance's own SE needs it
@@ -40,7 +42,7 @@ def test_exact_moments_and_play_agree_with_dp():
 def test_the_exact_advantage_is_q_minus_v_and_a_key_is_one_state():
     """With doors that never stick, the row's truth r + gamma V(t+1, s') - V(t, s) is DP's Q - V; and every
     row's plan start sits at the row's own latent state and time."""
-    b = truth_check.sample_batch(small_args(stuck_prob=0.0), np.random.default_rng(7))
+    b = sample_batch(small_args(stuck_prob=0.0), np.random.default_rng(7))
     solved = [solve(w, 40, 0.95) for w in b.worlds]
     q_minus_v = [solved[g][1][t, s, a] - solved[g][0][t, s] for g, t, s, a in b.row_where]
     assert np.allclose(b.a_true, q_minus_v)
@@ -107,20 +109,19 @@ def test_the_conditioned_first_action_avoids_the_recorded_one_in_proportion():
     """first_action never draws the excluded index (first, middle or last; u at 0 and just below 1 too)
     and draws the others as the policy renormalised over them."""
     world = make_world(np.random.default_rng(3), n_rooms=5, stuck_prob=0.15)
-    tables = truth_check.tables_of([world])
+    tables = tables_of([world])
     s = 2 * world.key_room                                     # a state with a door or more, the key, look...
     pi, n_act = world.policy(s), len(world.actions(s))
     rng, n = np.random.default_rng(4), 20000
     for exclude in (0, n_act // 2, n_act - 1):
         u = np.concatenate([rng.random(n), [0.0, np.nextafter(1.0, 0)]])
-        a = truth_check.first_action(tables, np.zeros(len(u), int), np.full(len(u), s), u,
-                                     np.full(len(u), exclude))
+        a = first_action(tables, np.zeros(len(u), int), np.full(len(u), s), u, np.full(len(u), exclude))
         assert not np.any(a == exclude) and a.min() >= 0 and a.max() < n_act
         want = np.where(np.arange(n_act) == exclude, 0.0, pi) / (1 - pi[exclude])
         got = np.bincount(a[:n], minlength=n_act) / n
         assert np.all(np.abs(got - want) <= 4.5 * np.sqrt(want * (1 - want) / n) + 1e-12)
     # -1 excludes nothing: the policy itself
-    a = truth_check.first_action(tables, np.zeros(n, int), np.full(n, s), rng.random(n), np.full(n, -1))
+    a = first_action(tables, np.zeros(n, int), np.full(n, s), rng.random(n), np.full(n, -1))
     assert np.all(np.abs(np.bincount(a, minlength=n_act) / n - pi) <= 4.5 * np.sqrt(pi * (1 - pi) / n))
 
 
@@ -128,25 +129,24 @@ def test_play_conditions_only_the_first_action():
     """One step before the horizon at the chest with the key: excluding 'open wooden chest' never wins; the
     same start without the exclusion does. Two steps before it, a win after a first other action remains."""
     world = make_world(np.random.default_rng(5), n_rooms=5, stuck_prob=0.15)
-    tables, horizon, n = truth_check.tables_of([world]), 10, 4000
+    tables, horizon, n = tables_of([world]), 10, 4000
     s = 2 * world.chest_room + 1
     chest = world.actions(s).index("open wooden chest")
     rng = np.random.default_rng(6)
     for t, wins in ((horizon - 1, False), (horizon - 2, True)):
         where = (np.zeros(n, int), np.full(n, s), np.full(n, t))
-        _, won = truth_check.play(tables, *where, horizon, 0.95, rng, exclude=np.full(n, chest))
+        _, won = play(tables, *where, horizon, 0.95, rng, exclude=np.full(n, chest))
         assert won.any() == wins
-    _, won = truth_check.play(tables, np.zeros(n, int), np.full(n, s), np.full(n, horizon - 1), horizon, 0.95,
-                              rng)
+    _, won = play(tables, np.zeros(n, int), np.full(n, s), np.full(n, horizon - 1), horizon, 0.95, rng)
     assert won.any()
 
 
 def test_conditioned_values_are_the_exact_rest_of_v():
     """Per row, pi Q(t, s, a) + (1 - pi) Qbar = V(t, s) and the second moments add up likewise (DP); the
     conditioned continuations' sample mean and variance match Qbar and its variance."""
-    b = truth_check.sample_batch(small_args(horizon=15), np.random.default_rng(8))
+    b = sample_batch(small_args(horizon=15), np.random.default_rng(8))
     V, Q = zip(*(solve(w, 15, 0.95) for w in b.worlds))
-    M2 = [truth_check.moments(w, 15, 0.95)[1] for w in b.worlds]
+    M2 = [moments(w, 15, 0.95)[1] for w in b.worlds]
     g, t, s, a = b.row_where.T
     q = np.array([Q[gi][ti, si, ai] for gi, ti, si, ai in b.row_where])
     v = np.array([V[gi][ti, si] for gi, ti, si in zip(g, t, s)])
@@ -158,8 +158,8 @@ def test_conditioned_values_are_the_exact_rest_of_v():
     rng, n = np.random.default_rng(9), 20000
     for row in (0, len(b.reward) // 2, len(b.reward) - 2):
         gi, ti, si, ai = b.row_where[row]
-        disc, _ = truth_check.play(b.tables, np.full(n, gi), np.full(n, si), np.full(n, ti), 15, 0.95, rng,
-                                   exclude=np.full(n, ai))
+        disc, _ = play(b.tables, np.full(n, gi), np.full(n, si), np.full(n, ti), 15, 0.95, rng,
+                       exclude=np.full(n, ai))
         var = b.row_qbar_var[row]
         assert abs(disc.mean() - b.row_qbar[row]) < 4.5 * np.sqrt(var / n) + 1e-12
         fourth = np.mean((disc - disc.mean()) ** 4)
@@ -169,12 +169,12 @@ def test_conditioned_values_are_the_exact_rest_of_v():
 def test_the_strata_expectation_is_the_exact_advantage_when_doors_never_stick():
     """strata.chain of the exact Qbar is DP's A on every row when transitions are deterministic (what
     strata.py assumes); when doors stick it is not: the recorded outcome stands in for Q(s, a)."""
-    b = truth_check.sample_batch(small_args(stuck_prob=0.0), np.random.default_rng(10))
-    st = truth_check.strata_of(b, 0.95)
+    b = sample_batch(small_args(stuck_prob=0.0), np.random.default_rng(10))
+    st = strata_of(b, 0.95)
     assert np.allclose(st.target, b.a_true)
     assert np.all(st.plan.row_stratum >= 0)                    # a softmax never gives pi = 1
-    b = truth_check.sample_batch(small_args(), np.random.default_rng(10))
-    st = truth_check.strata_of(b, 0.95)
+    b = sample_batch(small_args(), np.random.default_rng(10))
+    st = strata_of(b, 0.95)
     assert not np.allclose(st.target, b.a_true)
 
 
@@ -182,9 +182,9 @@ def test_strata_continuations_are_records_strata_py_reads():
     """K records per stratum with the fields stratum_stats reads; strata that differ only in the avoided
     action's outcome share one group's continuations; one group per distinct state and recorded action."""
     from benchmarks.credit.strata import stratum_stats
-    b = truth_check.sample_batch(small_args(), np.random.default_rng(11))
-    st = truth_check.strata_of(b, 0.95)
-    store, played = truth_check.strata_continuations(b, st, 4, 40, 0.95, np.random.default_rng(12))
+    b = sample_batch(small_args(), np.random.default_rng(11))
+    st = strata_of(b, 0.95)
+    store, played = strata_continuations(b, st, 4, 40, 0.95, np.random.default_rng(12))
     assert played == 4 * len(st.group_row) and len(st.group_row) <= len(st.plan.keys)
     assert set(store.samples) == set(st.plan.keys)
     for key, recs in store.samples.items():

@@ -8,7 +8,7 @@ import uuid
 import numpy as np
 import pytest
 
-from benchmarks.credit.advantage_report import estimator_advantages
+from benchmarks.credit.score_inputs import estimator_advantages
 from benchmarks.credit.user_estimator import load_user_estimator
 from estimators import REGISTRY, StepBatch, compute_advantages, step_returns
 from estimators.registry import resolve_options
