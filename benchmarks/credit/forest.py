@@ -77,12 +77,13 @@ def forest_plot(cols, path: Path, fresh=frozenset(), metric: str = "pearson", ti
         ax.set_title(f"{c.label}\n({where}; {rel}{pooled}{'; LOW' if c.low else ''})", fontsize=8.5,
                      color=colour)
         ax.tick_params(axis="x", labelsize=7.5)
-        ax.set_xlabel(f"difference in {metric} r", fontsize=8)
+        ax.set_xlabel("paired difference in " + ("Pearson r" if metric == "pearson" else metric), fontsize=8)
     for ax in axes[:, 0]:
         ax.set_yticks(ys)
         ax.set_yticklabels(rows, fontsize=8)
+    fresh_note = "; red diamonds: rerun on this machine" if fresh else ""
     fig.suptitle(title or f"Paired difference against {BASELINE} (95% jackknife-t over goals); filled: the "
-                 "interval excludes 0", fontsize=10)
+                 f"interval excludes 0{fresh_note}", fontsize=10)
     fig.tight_layout()
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
