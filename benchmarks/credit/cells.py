@@ -115,8 +115,8 @@ CELLS = {
                            **_committed("webshop-eps0.3", second=True)),
     "webshop-eps0.5": Cell("webshop-table", "scripted:0.5", WEBSHOP_SCRIPTED,
                            **_committed("webshop-eps0.5", second=True)),
-    "alfworld-eps0.5": Cell("alfworld-table", "scripted:0.5", ALFWORLD_SCRIPTED_EPS05, sets=ALFWORLD_SETS,
-                            **_committed("alfworld-eps0.5", second=True)),
     "alfworld-eps0.3": Cell("alfworld-table", "scripted:0.3", ALFWORLD_SCRIPTED, sets=ALFWORLD_SETS,
                             **_committed("alfworld-eps0.3", second=True)),
+    "alfworld-eps0.5": Cell("alfworld-table", "scripted:0.5", ALFWORLD_SCRIPTED_EPS05, sets=ALFWORLD_SETS,
+                            **_committed("alfworld-eps0.5", second=True)),
 }

@@ -76,7 +76,7 @@ def forest_plot(cols, path: Path, fresh=frozenset(), metric: str = "pearson", ti
         pooled = f", {len(c.parts)} batches" if c.parts else ""
         ax.set_title(f"{c.label}\n({where}; {rel}{pooled}{'; LOW' if c.low else ''})", fontsize=8.5,
                      color=colour)
-        ax.tick_params(axis="x", labelsize=7.5)
+        ax.tick_params(axis="x", labelsize=7.5, labelbottom=True)      # shared x: every panel keeps its ticks
         ax.set_xlabel("paired difference in " + ("Pearson r" if metric == "pearson" else metric), fontsize=8)
     for ax in axes[:, 0]:
         ax.set_yticks(ys)

@@ -144,7 +144,7 @@ def plan_cells(names: list[str] | None, full: bool, budget_min: float) -> tuple[
     left = [p.name for p in plans if p not in picked]
     return picked, (f"{len(picked)} cell(s) that fit {budget_min:g} min, about "
                     f"{(sum(p.cost_s for p in picked) + OVERHEAD_S) / 60:.0f} min from their committed "
-                    f"timings" + (f"; not rerun (--full or --cells): {', '.join(left)}" if left else ""))
+                    f"timings" + (f". Not rerun (--full or --cells NAME): {', '.join(left)}" if left else ""))
 
 
 def claim_out(out: Path) -> None:
@@ -314,7 +314,7 @@ def run_cells(names: list[str] | None, out: Path, full: bool = False, budget_min
                                 "batch and checks nothing; pick another")
     plans, why = plan_cells(names, full, budget_min)
     claim_out(out)
-    print(f"bipace-compare: rerunning {why}: {', '.join(p.name for p in plans)}; seed {seed}; logs in "
+    print(f"bipace-compare: rerunning {', '.join(p.name for p in plans)} with seed {seed}: {why}. Logs in "
           f"{out / 'cells'}", flush=True)
     bar = Progress(plans, progress)
     reruns, failed = {}, []
