@@ -82,7 +82,7 @@ WEBSHOP_SCRIPTED = Size(tasks=16, group_size=8, samples=32, screen_repeats=4, ca
 # reliability target of 0.6 inside 45 minutes (docs/advantage-accuracy.md, "The truth's noise")
 ALFWORLD_SCRIPTED = Size(tasks=16, group_size=4, samples=12, screen_repeats=2, candidates=80, truth="strata")
 # at eps 0.5 more of a state's continuations branch at random: K = 12 left a reliability of 0.58 (0.56
-# split-half) in 38 min; noise falls as 1/K, so K = 14 reaches about 0.61 in about 42 min
+# split-half) in 38 min; noise falls as 1/K, so K = 14: measured 0.61 and 0.63 in 43 and 39 min
 ALFWORLD_SCRIPTED_EPS05 = dataclasses.replace(ALFWORLD_SCRIPTED, samples=14)
 # one Fast Downward search took 387 s on a real game: past 10 s the episode's choices turn uniform
 ALFWORLD_SETS = ('env_kwargs={"games_per_task": 20, "planner_timeout": 10}',)

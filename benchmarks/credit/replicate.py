@@ -308,11 +308,11 @@ def run_cells(names: list[str] | None, out: Path, full: bool = False, budget_min
     from benchmarks.credit.forest import forest_plot
     from benchmarks.credit.leaderboard import read_column, tables
     from agents.presets import get_preset
+    plans, why = plan_cells(names, full, budget_min)        # every committed folder checked first
     if seed in {json.loads((repo_path(b) / "manifest.json").read_text()).get("seed")
-                for n in (names or CELLS) for b in CELLS[n].batches}:
+                for p in plans for b in p.cell.batches}:
         raise CompareInputError(f"--seed {seed} is a committed batch's seed: a rerun with it replays that "
                                 "batch and checks nothing; pick another")
-    plans, why = plan_cells(names, full, budget_min)
     claim_out(out)
     print(f"bipace-compare: rerunning {', '.join(p.name for p in plans)} with seed {seed}: {why}. Logs in "
           f"{out / 'cells'}", flush=True)

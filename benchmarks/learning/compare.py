@@ -17,7 +17,8 @@ estimators x seeds on one env, with the trainer.
 The default (``--policy cells``) is ``benchmarks/credit/replicate.py``: it reruns committed cells of
 ``benchmarks/credit/cells.py`` with a new seed, says per pair whether each replicates, pools those that do,
 prints the verdict and draws ``leaderboard.png``. The rest of this docstring is the warm-start policy's path
-(``--policy warm-start``, implied by ``--train`` or any ``--preset``).
+(``--policy warm-start``, implied by any of ``--train``, ``--preset``, ``--estimators``, ``--seeds``,
+``--set``, ``--no-accuracy``).
 
 Settings: a preset of ``agents/presets.py`` (``--preset``) plus ``--set FIELD=VALUE`` for any
 ``agents.config.TrainConfig`` field; the preset also names the default estimators and seeds. First (when the
