@@ -80,11 +80,16 @@ def _part_folder(folder: Path, part: str) -> Path:
     return path if path.is_dir() else folder.parent / path.name
 
 
-def read_column(spec: str) -> Column:
-    """``LABEL=FOLDER`` or ``FOLDER`` -> its Column; a folder without the report's CSVs is refused."""
+def labelled(spec: str) -> tuple[str, Path]:
+    """``LABEL=FOLDER`` or ``FOLDER`` -> (label, folder); the label defaults to the folder's name."""
     label, sep, folder = spec.partition("=")
     folder = Path(folder if sep else label)
-    label = label if sep else folder.name
+    return (label if sep else folder.name), folder
+
+
+def read_column(spec: str) -> Column:
+    """``LABEL=FOLDER`` or ``FOLDER`` -> its Column; a folder without the report's CSVs is refused."""
+    label, folder = labelled(spec)
     missing = [n for n in ("scores.csv", "pairs.csv") if not (folder / n).is_file()]
     if missing:
         raise FileNotFoundError(f"{folder}: no {' or '.join(missing)}; pass the --out folder of a finished "
@@ -206,9 +211,7 @@ def batch_row(spec: str) -> str:
     its size, screen and batch success, rows and distinct states, the truth's reliability, rows the sign
     column reads, and wall time."""
     from benchmarks.credit.score_inputs import ScoreInputs
-    label, sep, folder = spec.partition("=")
-    folder = Path(folder if sep else label)
-    label = label if sep else folder.name
+    label, folder = labelled(spec)
     need = [n for n in ("manifest.json", "score_inputs.npz", "screen.json", "timing.json")
             if not (folder / n).is_file()]
     if need:

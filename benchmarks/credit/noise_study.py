@@ -25,7 +25,6 @@ import sys
 import time
 from pathlib import Path
 
-
 from benchmarks.credit.aa_settings import build_parser, default_policy, settings, with_policy
 
 

@@ -41,6 +41,13 @@ WARM_START_S = 15 * 60   # building the TextCraft table's SmolLM2 warm start onc
 CELL_KEYS = ("preset", "set", "policy", "env", "splits", "ingredients", "candidates", "tasks", "group_size",
              "samples", "screen_repeats", "truth", "chunk", "embed_model", "policy_state")
 METRIC = "pearson"
+DECOMPOSITION_PAIRS = tuple(f"{a} - {b}" for a, b in DECOMPOSITION)
+
+
+def decomposition_first(pairs) -> list[str]:
+    """``pairs`` with BiPACE's decomposition first (its order), then the rest sorted."""
+    pairs = set(pairs)
+    return [p for p in DECOMPOSITION_PAIRS if p in pairs] + sorted(pairs - set(DECOMPOSITION_PAIRS))
 
 
 class CompareInputError(ValueError):
@@ -147,20 +154,25 @@ def plan_cells(names: list[str] | None, full: bool, budget_min: float) -> tuple[
                     f"timings" + (f". Not rerun (--full or --cells NAME): {', '.join(left)}" if left else ""))
 
 
-def claim_out(out: Path) -> None:
-    """Refuse a folder that holds another command's files; mark it as this command's."""
+MODES = {"cells": "the leaderboard cells' reruns", "warm-start": "the warm-start policy and RL runs"}
+
+
+def claim_out(out: Path, mode: str = "cells") -> None:
+    """Refuse a folder that holds another command's files, or bipace-compare's other ``mode``; mark it as
+    this mode's. A warm-start folder made before the marks existed has none and is continued; the cells'
+    path takes only an empty folder or its own."""
     marker = out / MARKER
     if marker.exists():
-        mode = json.loads(marker.read_text()).get("mode")
-        if mode != "cells":
-            raise CompareInputError(f"{out} holds a bipace-compare run of mode {mode!r} (the warm-start "
-                                    "policy and RL runs); choose another --out for the cells")
-    elif out.exists() and any(p.name != ".lock" for p in out.iterdir()):
+        other = json.loads(marker.read_text()).get("mode")
+        if other != mode:
+            raise CompareInputError(f"{out} holds {MODES.get(other, repr(other))} (bipace-compare mode "
+                                    f"{other!r}); choose another --out for mode {mode!r}")
+    elif mode == "cells" and out.exists() and any(p.name != ".lock" for p in out.iterdir()):
         shown = ", ".join(sorted(p.name for p in out.iterdir())[:5])
         raise CompareInputError(f"{out} holds files of another command ({shown}); choose another --out or "
                                 "empty it")
     out.mkdir(parents=True, exist_ok=True)
-    marker.write_text(json.dumps({"command": "bipace-compare", "mode": "cells"}) + "\n")
+    marker.write_text(json.dumps({"command": "bipace-compare", "mode": mode}) + "\n")
 
 
 # ------------------------------------------------------------------------------------------ progress
@@ -255,9 +267,8 @@ def check_replication(committed, rerun_col, metric: str = METRIC) -> list[PairCh
     keys = [p for (p, m) in committed.pairs if m == metric and (p, metric) in rerun_col.pairs
             and all(math.isfinite(x) for v in (committed.pairs[p, metric], rerun_col.pairs[p, metric])
                     for x in v[:3])]
-    first = [f"{a} - {b}" for a, b in DECOMPOSITION]
-    keys = [p for p in first if p in keys] + sorted(p for p in keys if p not in first)
-    return [check_pair(p, committed.pairs[p, metric], rerun_col.pairs[p, metric]) for p in keys]
+    return [check_pair(p, committed.pairs[p, metric], rerun_col.pairs[p, metric])
+            for p in decomposition_first(keys)]
 
 
 def _d(v: tuple) -> str:
@@ -269,10 +280,9 @@ def replication_lines(name: str, how: str, checks: list[PairCheck]) -> tuple[boo
     ok = all(c.agree for c in checks)
     head = (f"**{name}: {'replicates' if ok else 'DOES NOT REPLICATE'}** ({how}): "
             f"{sum(c.agree for c in checks)} of {len(checks)} pairs agree")
-    first = {f"{a} - {b}" for a, b in DECOMPOSITION}
     lines = [head]
     for c in checks:
-        if c.pair in first or not c.agree or c.committed[3] or c.rerun[3]:
+        if c.pair in DECOMPOSITION_PAIRS or not c.agree or c.committed[3] or c.rerun[3]:
             lines.append(f"  - {c.pair}: committed {_d(c.committed)}, rerun {_d(c.rerun)}: "
                          + ("agree" if c.agree else f"disagree ({c.why})"))
     return ok, lines
@@ -281,9 +291,7 @@ def replication_lines(name: str, how: str, checks: list[PairCheck]) -> tuple[boo
 # ------------------------------------------------------------------------------------------ verdict
 def separated(col, metric: str = METRIC) -> list[str]:
     """A column's pairs beyond their interval, BiPACE's decomposition first."""
-    first = [f"{a} - {b}" for a, b in DECOMPOSITION]
-    keys = [p for (p, m), v in col.pairs.items() if m == metric and v[3]]
-    keys = [p for p in first if p in keys] + sorted(p for p in keys if p not in first)
+    keys = decomposition_first(p for (p, m), v in col.pairs.items() if m == metric and v[3])
     return [f"{p} {_d(col.pairs[p, metric])[:-2]}" for p in keys]
 
 

@@ -119,14 +119,12 @@ def accuracy_stage(name: str, sets: list, policy: str, out: Path) -> str:
 
 
 def claim_warm_start_out(out: Path) -> None:
-    """Mark ``out`` as the warm-start path's; refuse one the cells' path made."""
-    from benchmarks.credit.replicate import MARKER
-    marker = out / MARKER
-    if marker.exists() and json.loads(marker.read_text()).get("mode") != "warm-start":
-        raise SystemExit(f"bipace-compare: error: {out} holds the leaderboard cells' reruns; choose another "
-                         "--out for --policy warm-start")
-    out.mkdir(parents=True, exist_ok=True)
-    marker.write_text(json.dumps({"command": "bipace-compare", "mode": "warm-start"}) + "\n")
+    """Mark ``out`` as the warm-start path's; refuse one the cells' path made (``replicate.claim_out``)."""
+    from benchmarks.credit.replicate import CompareInputError, claim_out
+    try:
+        claim_out(out, "warm-start")
+    except CompareInputError as exc:
+        raise SystemExit(f"bipace-compare: error: {exc}") from None
 
 
 def run_one(cfg, warm_start: Path | None, fresh: bool) -> Path:
