@@ -82,8 +82,11 @@ class TrainConfig:
     truncation: str = opt("error", "over-long prompts: error | left")
     temperature: float = opt(1.0, "rollout sampling temperature")
     top_p: float = opt(1.0, "rollout nucleus sampling")
-    hidden_layer: int = opt(0, "hidden_states index of the BiGPO embedding (0 = the model preset's: -1 for "
-                               "smollm2-135m, else BiPACE's -12-of-28 depth, scaled)")
+    hidden_layer: int = opt(0, "hidden_states index of the BiGPO embedding (0 = bigpo_setting's layer)")
+    bigpo_setting: str = opt("", "named BiGPO layer and radius (agents/bigpo_settings.py): paper (17/28 of "
+                                 "the depth, eps 0.05) | paper-7b | anchor-calibrated ('' = the model "
+                                 "preset's: anchor-calibrated for smollm2-135m, paper for the others); "
+                                 "--hidden_layer and --eps override them")
     capture_hidden: bool = opt(True, "record the embedding during generation (needed by bigpo/bipace)")
     key_kind: str = opt("action_tag", "PACE action key: action_tag | first_token | projected (the action "
                                       "sent to the env)")
@@ -97,11 +100,8 @@ class TrainConfig:
                                  "(default: the estimator's own, e.g. mean_std_norm for grpo; logged)")
     step_weight: float = opt(1.0, "weight of the step-level advantage (GiGPO w / BiPACE w)")
     invalid_penalty: float = opt(0.1, "penalty subtracted for format-invalid answers")
-    eps: float = opt(0.0, "BiGPO cosine radius (0 = the model's default: 0.05 as the paper for hub models, "
-                          "0.10 for 7B; 0.002 for smollm2-135m, whose states lie closer: at 0.05 every state "
-                          "of a group fell in one cluster, benchmarks/credit/eps_calibration.py); on the "
-                          "warm-started tiny model 0.05 merges different states, 0.02 gives about as many "
-                          "step groups as GiGPO's exact anchors)")
+    eps: float = opt(0.0, "BiGPO cosine radius (0 = bigpo_setting's: 0.05 for paper, 0.002 for smollm2-135m "
+                          "anchor-calibrated, whose states lie closer: benchmarks/credit/eps_calibration.py)")
     pace: str = opt("q_style", "PACE variant: q_style | diff_peer")
     estimator_options: str = opt("{}", "JSON of more estimators.EstimatorOptions, e.g. "
                                        "'{\"gae_lambda\": 0.9}' (the fields above have their own flags)")
@@ -198,12 +198,30 @@ class TrainConfig:
         from agents.models import MODEL_PRESETS
         return MODEL_PRESETS.get(self.model)
 
+    def resolved_bigpo_setting(self) -> str:
+        """The named BiGPO setting in force: this config's, else the model preset's, else the paper's."""
+        return self.bigpo_setting or (self.preset().bigpo_setting if self.preset() else "paper")
+
     def resolved_eps(self) -> float:
-        return self.eps if self.eps > 0 else (self.preset().eps if self.preset() else 0.05)
+        from agents.bigpo_settings import get_bigpo_setting
+        if self.eps > 0:
+            return self.eps
+        return get_bigpo_setting(self.resolved_bigpo_setting()).eps_for(self.model)
 
     def resolved_hidden_layer(self) -> int | None:
         """The embedding layer, or None for BiPACE's depth scaled to the model."""
-        return self.hidden_layer or (self.preset().hidden_layer if self.preset() else 0) or None
+        from agents.bigpo_settings import get_bigpo_setting
+        if self.hidden_layer:
+            return self.hidden_layer
+        return get_bigpo_setting(self.resolved_bigpo_setting()).layer_for(self.model) or None
+
+    def bigpo_written_out(self) -> "TrainConfig":
+        """This config with its BiGPO layer and radius as plain values and no setting name: the form in
+        which a stored run's config is compared with today's, whichever name or flag chose them (a run
+        stored before named settings has eps 0.002 and hidden_layer -1 where anchor-calibrated now says
+        the same by name)."""
+        return dataclasses.replace(self, eps=self.resolved_eps(),
+                                   hidden_layer=self.resolved_hidden_layer() or 0, bigpo_setting="")
 
     def resolved_lr(self) -> float:
         return self.lr if self.lr > 0 else (self.preset().rl_lr if self.preset() else 3e-6)

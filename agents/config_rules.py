@@ -71,6 +71,9 @@ def check_config(cfg) -> None:
         raise ValueError("resume and overwrite exclude each other: --resume continues the run in out_dir, "
                          "--overwrite deletes it")
     cfg.env_kwargs_dict(held_out=True)
+    if cfg.bigpo_setting:
+        from agents.bigpo_settings import get_bigpo_setting
+        get_bigpo_setting(cfg.bigpo_setting)
     bad = [k for k, v in cfg.estimator_options_dict().items() if not _finite_json(v)]
     if bad:
         raise ValueError(f"--estimator-options {bad[0]} must be finite; got "

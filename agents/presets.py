@@ -61,13 +61,13 @@ def textcraft_table() -> TrainConfig:
     stops there), no KL term (at most 0.001 while its reference forward cost 28% of the update), no
     invalid-format penalty (the warm start answers in format 98-100% of the time; a penalty made all-fail
     groups' returns unequal and GRPO's std normalisation amplified the noise), rows with zero advantage
-    skipped, compact prompts of 6 past steps without the admissible list. BiGPO's radius 0.002 at the
-    last block (benchmarks/credit/eps_calibration.py). The table itself adds a one-time screen of the training
-    goals (RL samples the multi-ingredient goals the warm start won, plus 8 simpler ones) and warm-starts
-    with LoRA on every block; ``bipace-train --preset textcraft-table`` samples every training goal and
-    its SFT adapts the same top 15 blocks. Evaluations step 27 envs together: the 324 held-out episodes
-    in 12 chunks of 27, the chunks (and so the seeds) the documented tables were scored with. Runs and
-    dates: docs/experiments.md.
+    skipped, compact prompts of 6 past steps without the admissible list. BiGPO's layer and radius: the
+    model's named setting (agents/models.py MODEL_PRESETS, docs/estimators.md). The table
+    itself adds a one-time screen of the training goals (RL samples the multi-ingredient goals the warm
+    start won, plus 8 simpler ones) and warm-starts with LoRA on every block; ``bipace-train --preset
+    textcraft-table`` samples every training goal and its SFT adapts the same top 15 blocks. Evaluations
+    step 27 envs together: the 324 held-out episodes in 12 chunks of 27, the chunks (and so the seeds) the
+    documented tables were scored with. Runs and dates: docs/experiments.md.
     """
     return TrainConfig(
         env="textcraft", model="smollm2-135m", env_kwargs='{"preset": "agentgym", "depths": [1]}',
@@ -76,7 +76,7 @@ def textcraft_table() -> TrainConfig:
         sft_steps=120, sft_lr=1e-3, sft_batch=8,
         iterations=10, batch_tasks=8, group_size=6, temperature=1.0, lr=1.5e-3, kl_coef=0.0,
         invalid_penalty=0.0, skip_zero_adv=True, mini_batch_rows=64, micro_batch_rows=16, drift_rows=32,
-        eps=0.002, hidden_layer=-1, eval_before=True, eval_every=0, eval_tasks=0, eval_repeats=12,
+        eval_before=True, eval_every=0, eval_tasks=0, eval_repeats=12,
         eval_batch=27, eval_temperature=0.4, checkpoint_every=1, tensorboard=True)
 
 
@@ -158,7 +158,7 @@ def alfworld_table() -> TrainConfig:
         sft_steps=300, sft_lr=1e-3, sft_batch=8,
         iterations=6, batch_tasks=4, group_size=4, temperature=1.0, lr=1e-3, kl_coef=0.0,
         invalid_penalty=0.0, skip_zero_adv=True, mini_batch_rows=64, micro_batch_rows=16,
-        eps=0.002, hidden_layer=-1, eval_before=False, eval_every=0, eval_tasks=0,
+        eval_before=False, eval_every=0, eval_tasks=0,
         eval_repeats=1, eval_batch=40, eval_temperature=0.4, checkpoint_every=1, tensorboard=False)
 
 
@@ -187,7 +187,7 @@ def webshop_table() -> TrainConfig:
         sft_steps=300, sft_lr=1e-3, sft_batch=8, sft_episodes=300,
         iterations=8, batch_tasks=8, group_size=4, temperature=1.0, lr=1e-3, kl_coef=0.0,
         invalid_penalty=0.0, skip_zero_adv=True, mini_batch_rows=64, micro_batch_rows=16,
-        eps=0.002, hidden_layer=-1, eval_before=False, eval_every=0, eval_tasks=200,
+        eval_before=False, eval_every=0, eval_tasks=200,
         eval_repeats=1, eval_batch=40, eval_temperature=0.4, checkpoint_every=1, tensorboard=False)
 
 
@@ -200,7 +200,7 @@ def qwen_alfworld() -> TrainConfig:
     return TrainConfig(
         env="alfworld", model="Qwen/Qwen2.5-1.5B-Instruct", dtype="bfloat16", device="cuda",
         gradient_checkpointing=True, batch_tasks=16, group_size=8, max_new_tokens=512,
-        max_prompt_tokens=4096, truncation="left", iterations=150, gamma=0.95, eps=0.05,
+        max_prompt_tokens=4096, truncation="left", iterations=150, gamma=0.95, bigpo_setting="paper",
         mode="mean_std_norm", eval_every=5, eval_tasks=128, tensorboard=True)
 
 

@@ -52,8 +52,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="score these finished runs' batches as one (writes only the report in --out)")
     p.add_argument("--rescore", action="store_true",
                    help="score the finished run in --out again from its score_inputs.npz (after a change of "
-                        "metric or interval): rewrites its scores.csv, pairs.csv and summary.md, nothing "
-                        "else")
+                        "metric or interval; estimators registered since the run are added where its "
+                        "batch.pkl is kept): rewrites its scores.csv, pairs.csv and summary.md")
     p.add_argument("--candidates", type=int,
                    help="screen at most this many candidate goals (a fixed draw; 0 = all; default: the "
                         "preset's Size)")
@@ -106,7 +106,7 @@ def settings(args):
     size flags not given from the cell's or the preset's ``Size``."""
     from agents.presets import get_preset, resolve_name
     apply_cell(args)
-    cfg = get_preset(args.preset, args.set)
+    cfg = with_cell_bigpo(get_preset(args.preset, args.set), args.set)
     size = CELLS[args.cell].size if args.cell else SIZES.get(resolve_name(args.preset), DEFAULT_SIZE)
     for name, value in dataclasses.asdict(size).items():
         if getattr(args, name) is None:
@@ -126,6 +126,29 @@ def settings(args):
         eval_repeats=max(1, args.screen_repeats),
         eval_temperature=cfg.temperature, eval_tasks=0, progress=not args.no_progress, tensorboard=False,
         resume=False)
+
+
+# The BiGPO setting the committed cells were embedded and scored at: their batches hold that layer's states,
+# so reruns and their comparisons keep it. The study of the others (paper's included, now the training
+# presets' default): benchmarks/credit/hidden_sweep.py, docs/advantage-accuracy.md.
+CELL_BIGPO_SETTING = "anchor-calibrated"
+BIGPO_FIELDS = ("bigpo_setting", "eps", "hidden_layer")
+
+
+def with_cell_bigpo(cfg, sets):
+    """``cfg`` at ``CELL_BIGPO_SETTING`` where its model has that calibration, unless ``sets`` (the --set
+    list) chooses a BiGPO setting, radius or layer itself: the user's choice is never overridden."""
+    from agents.bigpo_settings import ANCHOR_CALIBRATIONS
+    if any(s.split("=", 1)[0].strip() in BIGPO_FIELDS for s in sets) or cfg.model not in ANCHOR_CALIBRATIONS:
+        return cfg
+    return dataclasses.replace(cfg, bigpo_setting=CELL_BIGPO_SETTING)
+
+
+def cell_config(manifest: dict):
+    """The config a finished batch folder was played and scored with, from its manifest.json."""
+    from agents.presets import get_preset
+    sets = list(manifest.get("set", []))
+    return with_cell_bigpo(get_preset(manifest["preset"], sets), sets)
 
 
 def default_policy(args, cfg) -> str:

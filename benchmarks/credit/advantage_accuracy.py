@@ -247,13 +247,26 @@ def run(args, on_stage=None) -> dict:
 
 
 def rescore(out: Path) -> dict:
-    """The report of a finished run written again from its score inputs, under its own header."""
-    from benchmarks.credit.score_inputs import ScoreInputs
+    """The report of a finished run written again from its score inputs, under its own header. Where the
+    run keeps its batch.pkl, estimators registered since it ran are scored on that batch too (its truth
+    and the estimates it has stay as they are) and added to score_inputs.npz."""
+    import pickle
+    from benchmarks.credit.aa_settings import cell_config
+    from benchmarks.credit.advantage_report import COMMON_MODE
+    from benchmarks.credit.score_inputs import ScoreInputs, add_estimators
     path = out / "score_inputs.npz"
     if not path.exists():
         raise FileNotFoundError(f"--rescore: {out} holds no score_inputs.npz; run that batch to the end "
                                 "first")
-    inputs, _ = ScoreInputs.load(path)
+    inputs, extra = ScoreInputs.load(path)
+    if (out / "batch.pkl").exists() and (out / "manifest.json").exists():
+        manifest = json.loads((out / "manifest.json").read_text())
+        options = cell_config(manifest).estimator_kwargs()
+        batch = pickle.loads((out / "batch.pkl").read_bytes())["ro"].batch
+        added = add_estimators(inputs, batch, options, COMMON_MODE)
+        if added:
+            inputs.save(path, **extra)
+            print(f"scored the estimators registered since the run on its batch.pkl: {', '.join(added)}")
     summary = out / "summary.md"
     header = (summary.read_text().split("\n\n")[0] if summary.exists()
               else f"Estimator advantages vs Monte-Carlo A, rescored from {path}.")

@@ -59,7 +59,8 @@ LOW_RELIABILITY = 0.3     # below it the truth is mostly noise: a column says so
 # BiPACE's ingredients apart: action keys (pace - gigpo), hidden-state groups (bigpo - gigpo), hidden states
 # on top of action keys (bipace - pace), and both (bipace - gigpo); every other estimator is then set
 # against BASELINE
-DECOMPOSITION = (("pace", "gigpo"), ("bigpo", "gigpo"), ("bipace", "pace"), ("bipace", "gigpo"))
+DECOMPOSITION = (("pace", "gigpo"), ("bigpo", "gigpo"), ("bipace", "pace"), ("bipace", "gigpo"),
+                 ("pace_goal", "pace"))   # action keys over the whole goal against per-state: coarser groups
 BASELINE = "gigpo"
 
 

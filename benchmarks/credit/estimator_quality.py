@@ -184,14 +184,14 @@ def step_term(batch: StepBatch, estimator: str, codes: np.ndarray, returns: np.n
     replaces the sampled step returns (the exact-return diagnostic)."""
     o = resolve_options(estimator, **opts)
     returns = step_returns(batch, o) if returns is None else returns
-    if estimator in ("pace", "bipace"):
+    if estimator in ("pace", "bipace", "pace_goal"):
         return pace_step_term(returns, codes, batch.action_key, o)
     return group_normalize(returns, codes, mode=o.mode, epsilon=o.epsilon, ddof=1, equal_tol=o.equal_tol,
                            singleton="zero")
 
 
 # estimators whose step term is `step_term` on their step groups, and those without an episode term
-GROUPED = ("gigpo", "bigpo", "pace", "bipace")
+GROUPED = ("gigpo", "bigpo", "pace", "bipace", "gigpo_goal", "pace_goal")
 ALL_STEP = ("hgpo", "gagpo")
 
 

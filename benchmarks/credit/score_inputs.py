@@ -63,6 +63,25 @@ def estimator_advantages(batch, options: dict, names=None, mode: str | None = No
     return out
 
 
+def add_estimators(inputs: "ScoreInputs", batch, options: dict, common_mode: str) -> list[str]:
+    """Score every registered estimator that ``inputs`` lacks on ``batch`` (the rows it was made from, checked
+    by re-scoring GiGPO), at their own and at the ``common_mode`` normalisation, into ``inputs``; returns
+    their names."""
+    from estimators import available_estimators
+    if len(batch) != len(inputs.adv):
+        raise ValueError(f"batch.pkl has {len(batch)} rows, score_inputs.npz {len(inputs.adv)}: not the same "
+                         "batch")
+    check = estimator_advantages(batch, options, ["gigpo"], mode=common_mode)["gigpo"].adv
+    if not np.allclose(check, inputs.estimates["common"]["gigpo"].adv):
+        raise ValueError("gigpo on batch.pkl differs from score_inputs.npz's: the batch or the estimator "
+                         "options are not those the run scored; rerun the batch")
+    names = [n for n in available_estimators() if n not in inputs.estimates["common"]]
+    if names:
+        inputs.estimates["own"].update(estimator_advantages(batch, options, names))
+        inputs.estimates["common"].update(estimator_advantages(batch, options, names, mode=common_mode))
+    return names
+
+
 @dataclass
 class ScoreInputs:
     """Everything the scores read, per row; ``pool`` joins several batches (goals and states stay apart)."""

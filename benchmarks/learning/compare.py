@@ -127,6 +127,14 @@ def claim_warm_start_out(out: Path) -> None:
         raise SystemExit(f"bipace-compare: error: {exc}") from None
 
 
+def same_run_config(stored, cfg) -> bool:
+    """Two configs train the same run: equal but for the preset's name, with BiGPO's layer and radius
+    written out (a name or the flags that gave them do not matter)."""
+    a, b = (dataclasses.asdict(c.bigpo_written_out()) for c in (stored, cfg))
+    a.pop("preset_name"), b.pop("preset_name")
+    return a == b
+
+
 def run_one(cfg, warm_start: Path | None, fresh: bool) -> Path:
     """Train one (estimator, seed); reuse it when a finished run with the same config is on disk."""
     out = Path(cfg.out_dir)
@@ -134,8 +142,8 @@ def run_one(cfg, warm_start: Path | None, fresh: bool) -> Path:
     if not fresh and done.exists() and (out / "config.json").exists():
         # runs made before presets have no preset_name: the settings decide, not the name
         stored = json.loads((out / "config.json").read_text())
-        stored.pop("preset_name", None)
-        if stored == {k: v for k, v in dataclasses.asdict(cfg).items() if k != "preset_name"}:
+        known = {f.name for f in dataclasses.fields(cfg)}
+        if set(stored) <= known and same_run_config(type(cfg)(**stored), cfg):
             print(f"reusing finished run {out}")
             return out
     if out.exists():

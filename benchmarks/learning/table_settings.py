@@ -137,8 +137,13 @@ def save(folder: Path, preset: str, config, table: dict) -> None:
 def shaping_diff(stored: dict, config, table: dict, runs_started: bool) -> dict:
     """{setting: (stored, now)} of the settings that differ from a table folder's and shape its runs;
     before its first RL run, the settings that shape only RL runs may change."""
-    then = {**{k: v for k, v in stored["config"].items() if k not in NOT_SHAPING}, **stored["table"]}
-    now = {**{k: v for k, v in dataclasses.asdict(config).items() if k not in NOT_SHAPING}, **table}
+    from agents.config import TrainConfig
+    known = {f.name for f in dataclasses.fields(TrainConfig)}
+    stored_config = TrainConfig(**{k: v for k, v in stored["config"].items() if k in known})
+
+    def shaping(c) -> dict:
+        return {k: v for k, v in dataclasses.asdict(c.bigpo_written_out()).items() if k not in NOT_SHAPING}
+    then, now = {**shaping(stored_config), **stored["table"]}, {**shaping(config), **table}
     diff = {k: (then.get(k), v) for k, v in now.items() if then.get(k) != v}
     if not runs_started:
         for key in RL_ONLY:

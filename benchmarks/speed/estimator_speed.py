@@ -101,6 +101,8 @@ def loop_advantages(rows, name, gamma=0.95, mode=None, step_weight=1.0, invalid_
         return out
     if name in ("gigpo", "pace"):
         cluster = [(r["group"], _key(r["anchor"])) for r in rows]
+    elif name in ("gigpo_goal", "pace_goal"):      # one step group per goal
+        cluster = [r["group"] for r in rows]
     else:  # bigpo, bipace: greedy single pass in canonical order
         cluster = [None] * len(rows)
         order = sorted(range(len(rows)), key=lambda i: (rows[i]["group"], rows[i]["traj"], rows[i]["step"]))
@@ -130,7 +132,7 @@ def loop_advantages(rows, name, gamma=0.95, mode=None, step_weight=1.0, invalid_
     for i, r in enumerate(rows):
         peers = members[cluster[i]]
         rs = [ret[j] for j in peers]
-        if name in ("gigpo", "bigpo"):
+        if name in ("gigpo", "bigpo", "gigpo_goal"):
             step = _norm(ret[i], rs, mode, epsilon, 1, equal_tol, "zero")
         elif len(peers) < 2 or _flat(rs, equal_tol):
             step = 0.0

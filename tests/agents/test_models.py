@@ -78,7 +78,9 @@ def test_the_embedding_layer_comes_from_the_model_preset_unless_given():
     from agents.models import MODEL_PRESETS, SMOLLM2, TINY
     # smollm2-135m's states separate at its last block, not at BiPACE's depth
     # (benchmarks/credit/eps_calibration.py)
-    assert TrainConfig(model=SMOLLM2).resolved_hidden_layer() == MODEL_PRESETS[SMOLLM2].hidden_layer == -1
+    assert MODEL_PRESETS[SMOLLM2].bigpo_setting == "anchor-calibrated"     # docs/estimators.md: the evidence
+    assert TrainConfig(model=SMOLLM2).resolved_hidden_layer() == -1
+    assert TrainConfig(model=SMOLLM2, bigpo_setting="paper").resolved_hidden_layer() is None   # 17/28 deep
     assert TrainConfig(model=SMOLLM2, hidden_layer=-5).resolved_hidden_layer() == -5
     assert TrainConfig(model=TINY).resolved_hidden_layer() is None          # BiPACE's depth, scaled
     assert TrainConfig(model="some/folder").resolved_hidden_layer() is None

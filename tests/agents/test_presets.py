@@ -26,7 +26,8 @@ def test_the_four_settings_the_project_reports_are_presets():
     table, paper = get_preset("textcraft-table"), get_preset("qwen1.5b-alfworld")
     assert (table.model, table.batch_tasks, table.group_size, table.lr, table.iterations) == (
         "smollm2-135m", 8, 6, 1.5e-3, 10)
-    assert (paper.env, paper.batch_tasks, paper.group_size, paper.eps) == ("alfworld", 16, 8, 0.05)
+    assert (paper.env, paper.batch_tasks, paper.group_size, paper.resolved_eps()) == ("alfworld", 16, 8, 0.05)
+    assert paper.bigpo_setting == "paper" and paper.resolved_hidden_layer() is None
     assert get_preset("compare").model == "smollm2-135m" and get_preset("smoke").model == "tiny"
     for old, new in ALIASES.items():        # bipace-compare's former preset names
         assert get_preset(old) == get_preset(new)

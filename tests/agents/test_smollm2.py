@@ -93,6 +93,8 @@ def test_one_batched_rollout_step(converted):
 
 def test_bigpo_radius_follows_the_model():
     from agents.config import TrainConfig
-    assert TrainConfig().resolved_eps() == models.MODEL_PRESETS[SMOLLM2].eps == 0.002
+    assert models.MODEL_PRESETS[SMOLLM2].bigpo_setting == "anchor-calibrated"
+    assert TrainConfig().resolved_eps() == 0.002
+    assert TrainConfig(bigpo_setting="paper").resolved_eps() == 0.05
     assert TrainConfig(model="Qwen/Qwen2.5-1.5B-Instruct").resolved_eps() == 0.05
     assert TrainConfig(eps=0.1).resolved_eps() == 0.1

@@ -15,8 +15,8 @@ def base(**over):
 
 def test_registry_lists_all_estimators():
     assert available_estimators() == ["bigpo", "bipace", "ecpo", "gaca", "gagpo", "gated_bepo", "gigpo",
-                                      "graphhca", "grpo", "hcapo", "hgpo", "pace", "progpo", "reinforce_pp",
-                                      "relace", "rloo"]
+                                      "gigpo_goal", "graphhca", "grpo", "hcapo", "hgpo", "pace", "pace_goal",
+                                      "progpo", "reinforce_pp", "relace", "rloo"]
 
 
 @pytest.mark.parametrize("bad", [np.nan, np.inf])
