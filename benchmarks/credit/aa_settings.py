@@ -129,8 +129,8 @@ def settings(args):
 
 
 # The BiGPO setting the committed cells were embedded and scored at: their batches hold that layer's states,
-# so reruns and their comparisons keep it. The study of the others (paper's included, now the training
-# presets' default): benchmarks/credit/hidden_sweep.py, docs/advantage-accuracy.md.
+# so reruns and their comparisons keep it whatever a model's default becomes. The study of the others (the
+# paper's among them): benchmarks/credit/hidden_sweep.py, docs/advantage-accuracy.md.
 CELL_BIGPO_SETTING = "anchor-calibrated"
 BIGPO_FIELDS = ("bigpo_setting", "eps", "hidden_layer")
 
