@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import pickle
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 
 import numpy as np
@@ -52,6 +53,13 @@ class Cell:
     @property
     def n_layers(self) -> int:
         return self.parts[0].last.shape[1]
+
+    @cached_property
+    def baselines(self) -> dict:
+        """The anchor estimators and the one-group-per-goal controls: the same at every sweep point."""
+        from estimators import compute_advantages
+        return {n: np.concatenate([compute_advantages(p.batch, n, **p.options) for p in self.parts])
+                for n in ("gigpo", "pace", "gigpo_goal", "pace_goal")}
 
 
 def load_part(folder: Path, label: str) -> Part:
@@ -140,42 +148,42 @@ def random_partitions(cell: Cell, codes: list[np.ndarray], rng) -> list[np.ndarr
     return out
 
 
-def baseline(cell: Cell, name: str) -> np.ndarray:
-    from estimators import compute_advantages
-    return np.concatenate([compute_advantages(p.batch, name, **p.options) for p in cell.parts])
-
-
 def impure(cell: Cell, codes: list[np.ndarray]) -> tuple[float, float]:
     """(share of rows in a cluster of several replayed env states, share in a cluster whose states' MC values
     differ: the chi-square test of ``advantage_report.impure_rows``)."""
     from benchmarks.credit.advantage_report import impure_rows
+    from estimators.grouping import dense_codes
     by_state, by_truth = [], []
     for p, c in zip(cell.parts, codes):
-        n_states = np.array([len(np.unique(p.state[c == k])) for k in range(int(c.max()) + 1)])
-        by_state.append(n_states[c] > 1)
+        _, first = np.unique(dense_codes(c, p.state), return_index=True)    # one row per (cluster, state)
+        by_state.append(np.bincount(c[first], minlength=int(c.max()) + 1)[c] > 1)
         by_truth.append(impure_rows(c, p.inputs.start, p.inputs.start_v, p.inputs.start_se))
     return float(np.concatenate(by_state).mean()), float(np.concatenate(by_truth).mean())
 
 
+def mean_r(est, adv: np.ndarray, idx: np.ndarray) -> float:
+    """Pearson r of advantages ``est`` with ``adv`` on rows ``idx``; of a list of them (draws), the mean."""
+    if isinstance(est, list):
+        return float(np.mean([corr(x[idx], adv[idx]) for x in est]))
+    return corr(est[idx], adv[idx])
+
+
 def difference(est: dict, a: str, b: str, adv: np.ndarray, members: list) -> tuple[float, float, float]:
-    """Pearson r of ``a`` minus that of ``b`` (a list of arrays: their mean r) with a jackknife-t interval."""
-    def r_of(name, idx):
-        v = est[name]
-        return np.mean([corr(x[idx], adv[idx]) for x in v]) if isinstance(v, list) else corr(v[idx], adv[idx])
-    d, lo, hi = jackknife_t(lambda idx: np.array([r_of(a, idx) - r_of(b, idx)]), members)
+    """Pearson r of ``a`` minus that of ``b`` (``mean_r``) with a jackknife-t interval over ``members``."""
+    d, lo, hi = jackknife_t(lambda idx: np.array([mean_r(est[a], adv, idx) - mean_r(est[b], adv, idx)]),
+                            members)
     return float(d[0]), float(lo[0]), float(hi[0])
 
 
 def score_point(cell: Cell, codes: list[np.ndarray], members: list, rng, pairs=PAIRS) -> dict:
     """Pearson r of bigpo/bipace on ``codes``, their controls, and the paired differences over ``members``."""
-    est = {n: baseline(cell, n) for n in ("gigpo", "pace", "gigpo_goal", "pace_goal")}
+    est = dict(cell.baselines)
     est["bigpo"], est["bipace"] = advantages(cell, codes, "gigpo"), advantages(cell, codes, "pace")
     draws = [random_partitions(cell, codes, rng) for _ in range(DRAWS)]
     est["bigpo_random"] = [advantages(cell, d, "gigpo") for d in draws]
     est["bipace_random"] = [advantages(cell, d, "pace") for d in draws]
     idx = np.concatenate(members)
-    out = {f"r_{n}": float(np.mean([corr(x[idx], cell.adv[idx]) for x in v]) if isinstance(v, list)
-                           else corr(v[idx], cell.adv[idx])) for n, v in est.items()}
+    out = {f"r_{n}": mean_r(v, cell.adv, idx) for n, v in est.items()}
     for a, b in pairs:
         d, lo, hi = difference(est, a, b, cell.adv, members)
         out.update({f"{a}-{b}": d, f"{a}-{b}_lo": lo, f"{a}-{b}_hi": hi})

@@ -155,7 +155,6 @@ def embed_all_layers(model, episodes: list[list], progress: bool = False) -> tup
 
 def build(folder: Path, model_name: str | None = None, progress: bool = True) -> Path:
     """Write ``folder/layer_states.npz`` (see the module docstring); returns its path."""
-    import torch
     from agents.envs import get_env_spec, split_env_factory
     from agents.models import load_policy
     folder = Path(folder)
@@ -203,7 +202,6 @@ def build(folder: Path, model_name: str | None = None, progress: bool = True) ->
     np.savez(out, last=last.astype(np.float32), mean=mean.astype(np.float32), state=state,
              manifest=digest, model=model_name, batch_block=block, check_gap=gap,
              seconds=json.dumps({"replay_s": replay_s, "embed_s": embed_s}))
-    del torch
     return out
 
 
